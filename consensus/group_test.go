@@ -1,0 +1,485 @@
+package consensus
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idn-net/idn/messages"
+)
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("IDN_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return nil
+}
+
+// checkNoLeaks fails the test if raft or consensus goroutines are still
+// running shortly after the test's cleanups.
+func checkNoLeaks(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			var leaked []string
+			for _, g := range strings.Split(string(buf), "\n\n") {
+				if (strings.Contains(g, "hashicorp/raft") || strings.Contains(g, "idn/consensus.")) &&
+					!strings.Contains(g, "checkNoLeaks") && !strings.Contains(g, "testing.tRunner") {
+					leaked = append(leaked, g)
+				}
+			}
+			if len(leaked) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%d leaked goroutines:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+type tnode struct {
+	id      string
+	dir     string
+	g       *Group
+	leaderN atomic.Int32 // leadership callbacks with true
+	mu      sync.Mutex
+	calls   []bool
+}
+
+func (n *tnode) onLeader(b bool) {
+	n.mu.Lock()
+	n.calls = append(n.calls, b)
+	n.mu.Unlock()
+	if b {
+		n.leaderN.Add(1)
+	}
+}
+
+func testConfig(t *testing.T, id, dir string, expect int) Config {
+	c := DefaultLocalConfig()
+	c.NodeID = id
+	c.Vertex = "v1"
+	c.DataDir = dir
+	c.BootstrapExpect = expect
+	c.Logger = testLogger(t)
+	return c
+}
+
+func start(t *testing.T, id, dir string, expect int, mod func(*Config)) *tnode {
+	t.Helper()
+	n := &tnode{id: id, dir: dir}
+	cfg := testConfig(t, id, dir, expect)
+	if mod != nil {
+		mod(&cfg)
+	}
+	g, err := New(cfg, n.onLeader)
+	if err != nil {
+		t.Fatalf("New(%s): %v", id, err)
+	}
+	n.g = g
+	t.Cleanup(func() { _ = g.Shutdown() })
+	return n
+}
+
+func peersOf(nodes ...*tnode) []Peer {
+	var ps []Peer
+	for _, n := range nodes {
+		ps = append(ps, Peer{ID: n.id, RaftAddr: n.g.Addr()})
+	}
+	return ps
+}
+
+// gossipAll plays gossip: tells every node about all of them.
+func gossipAll(nodes ...*tnode) {
+	ps := peersOf(nodes...)
+	for _, n := range nodes {
+		n.g.UpdatePeers(ps)
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > timeout {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func leaders(nodes ...*tnode) []*tnode {
+	var ls []*tnode
+	for _, n := range nodes {
+		if n.g.IsLeader() {
+			ls = append(ls, n)
+		}
+	}
+	return ls
+}
+
+// waitLeader waits until exactly one of nodes is leader and every node knows it.
+func waitLeader(t *testing.T, nodes ...*tnode) *tnode {
+	t.Helper()
+	var l *tnode
+	waitFor(t, 10*time.Second, "one agreed leader", func() bool {
+		ls := leaders(nodes...)
+		if len(ls) != 1 {
+			return false
+		}
+		l = ls[0]
+		for _, n := range nodes {
+			if id, _ := n.g.Leader(); id != l.id {
+				return false
+			}
+		}
+		return true
+	})
+	return l
+}
+
+func setHosted(models ...string) *messages.FSMCommand {
+	return &messages.FSMCommand{Cmd: &messages.FSMCommand_SetHosted{SetHosted: &messages.FSMSetHosted{Models: models}}}
+}
+
+func advance() *messages.FSMCommand {
+	return &messages.FSMCommand{Cmd: &messages.FSMCommand_AdvanceSlot{AdvanceSlot: &messages.FSMAdvanceSlot{}}}
+}
+
+func startGroup(t *testing.T, n int) []*tnode {
+	t.Helper()
+	var nodes []*tnode
+	for i := range n {
+		nodes = append(nodes, start(t, fmt.Sprintf("node-%d", i), t.TempDir(), n, nil))
+	}
+	gossipAll(nodes...)
+	return nodes
+}
+
+func TestBootstrapExpectElectsOneLeader(t *testing.T) {
+	checkNoLeaks(t)
+	for run := range 4 {
+		t.Run(fmt.Sprint(run), func(t *testing.T) {
+			// Start three nodes together; gossip views arrive in different
+			// orders (run-dependent) before converging.
+			var nodes []*tnode
+			for i := range 3 {
+				nodes = append(nodes, start(t, fmt.Sprintf("n%d", (i+run)%3), t.TempDir(), 3, nil))
+			}
+			for i, n := range nodes { // partial views first
+				n.g.UpdatePeers(peersOf(nodes[i], nodes[(i+1)%3]))
+			}
+			time.Sleep(50 * time.Millisecond)
+			gossipAll(nodes...)
+			l := waitLeader(t, nodes...)
+			// exactly one group of three: every node has the same 3-voter configuration
+			for _, n := range nodes {
+				waitFor(t, 5*time.Second, "3 voters everywhere", func() bool {
+					s, err := n.g.Servers()
+					return err == nil && len(s) == 3
+				})
+			}
+			// the leader records the members in the replicated state
+			waitFor(t, 5*time.Second, "members in state", func() bool {
+				for _, n := range nodes {
+					if len(n.g.State().GetMembers()) != 3 {
+						return false
+					}
+				}
+				return true
+			})
+			time.Sleep(200 * time.Millisecond)
+			if ls := leaders(nodes...); len(ls) != 1 || ls[0] != l {
+				t.Fatalf("leaders changed: %d", len(ls))
+			}
+			if l.leaderN.Load() < 1 {
+				t.Fatal("leadership callback not called")
+			}
+		})
+	}
+}
+
+func TestApplyReplicatesAndFailover(t *testing.T) {
+	checkNoLeaks(t)
+	nodes := startGroup(t, 3)
+	l := waitLeader(t, nodes...)
+	if err := l.g.Apply(setHosted("yolov4-416", "yolov4-tiny", "yolov4-416"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := l.g.Apply(advance(), time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		if n == l {
+			continue
+		}
+		if err := n.g.Apply(advance(), time.Second); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("follower Apply: %v, want ErrNotLeader", err)
+		}
+		waitFor(t, 5*time.Second, "replicated state", func() bool {
+			s := n.g.State()
+			return s.GetSlot() == 3 && strings.Join(s.GetHostedModels(), ",") == "yolov4-416,yolov4-tiny"
+		})
+	}
+	// compare-and-set slot
+	cas := &messages.FSMCommand{Cmd: &messages.FSMCommand_AdvanceSlot{AdvanceSlot: &messages.FSMAdvanceSlot{CheckExpect: true, ExpectSlot: 1}}}
+	if err := l.g.Apply(cas, time.Second); err == nil {
+		t.Fatal("advance_slot with a stale expect_slot applied")
+	}
+
+	// kill the leader (no graceful handover): the survivors elect a new one with the state.
+	killed := time.Now()
+	_ = l.g.Shutdown()
+	var rest []*tnode
+	for _, n := range nodes {
+		if n != l {
+			rest = append(rest, n)
+		}
+	}
+	gossipAll(rest...)
+	nl := waitLeader(t, rest...)
+	t.Logf("new leader %s elected %v after the leader was killed", nl.id, time.Since(killed).Round(time.Millisecond))
+	if s := nl.g.State(); s.GetSlot() != 3 || len(s.GetHostedModels()) != 2 {
+		t.Fatalf("new leader lost state: %v", s)
+	}
+	if err := nl.g.Apply(advance(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if calls := l.calls; len(calls) == 0 || calls[len(calls)-1] {
+		t.Fatalf("old leader callbacks %v: want final false", calls)
+	}
+	if err := l.g.Apply(advance(), time.Second); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("Apply after Shutdown: %v", err)
+	}
+}
+
+func TestGroupOfOneAndRestart(t *testing.T) {
+	checkNoLeaks(t)
+	dir := t.TempDir()
+	n := start(t, "solo", dir, 1, nil)
+	waitLeader(t, n)
+	if err := n.g.Apply(setHosted("m1"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.g.Apply(advance(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.g.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.g.Shutdown(); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	// restart from the data dir (new port): state comes back, no new bootstrap
+	n2 := start(t, "solo", dir, 1, nil)
+	waitLeader(t, n2)
+	waitFor(t, 5*time.Second, "restored state", func() bool {
+		s := n2.g.State()
+		return s.GetSlot() == 1 && len(s.GetHostedModels()) == 1
+	})
+	// snapshot, restart again: restored from the zstd snapshot
+	if err := n2.g.Apply(advance(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.g.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	_ = n2.g.Shutdown()
+	n3 := start(t, "solo", dir, 1, nil)
+	if s := n3.g.State(); s.GetSlot() != 2 { // restored at New, before any election
+		t.Fatalf("state after snapshot restore: %v", s)
+	}
+	waitLeader(t, n3)
+}
+
+func TestRestartFollowerRejoins(t *testing.T) {
+	checkNoLeaks(t)
+	nodes := startGroup(t, 3)
+	l := waitLeader(t, nodes...)
+	if err := l.g.Apply(advance(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var f *tnode
+	for _, n := range nodes {
+		if n != l {
+			f = n
+			break
+		}
+	}
+	waitFor(t, 5*time.Second, "follower applied", func() bool { return f.g.State().GetSlot() == 1 })
+	_ = f.g.Shutdown()
+	if err := l.g.Apply(advance(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// restart on a new port with the same data dir; gossip shows its new address
+	f2 := start(t, f.id, f.dir, 3, nil)
+	var live []*tnode
+	for _, n := range nodes {
+		if n != f {
+			live = append(live, n)
+		}
+	}
+	live = append(live, f2)
+	gossipAll(live...)
+	waitFor(t, 10*time.Second, "restarted follower catches up", func() bool { return f2.g.State().GetSlot() == 2 })
+	s, _ := l.g.Servers()
+	for _, p := range s {
+		if p.ID == f.id && p.RaftAddr != f2.g.Addr() {
+			t.Fatalf("leader kept old address %s for %s", p.RaftAddr, p.ID)
+		}
+	}
+}
+
+func TestFourthNodeAddedAndRemoveAfter(t *testing.T) {
+	checkNoLeaks(t)
+	var nodes []*tnode
+	for i := range 3 {
+		nodes = append(nodes, start(t, fmt.Sprintf("node-%d", i), t.TempDir(), 3, func(c *Config) { c.RemoveAfter = time.Second }))
+	}
+	gossipAll(nodes...)
+	l := waitLeader(t, nodes...)
+	if err := l.g.Apply(setHosted("m"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	late := start(t, "node-0a", t.TempDir(), 3, func(c *Config) { c.RemoveAfter = time.Second })
+	all := append(append([]*tnode(nil), nodes...), late)
+	gossipAll(all...)
+	waitFor(t, 10*time.Second, "4th node is a voter with the state", func() bool {
+		s, err := l.g.Servers()
+		return err == nil && len(s) == 4 && len(late.g.State().GetHostedModels()) == 1 &&
+			len(late.g.State().GetMembers()) == 4
+	})
+	if id, _ := late.g.Leader(); id != l.id {
+		t.Fatalf("late node sees leader %q", id)
+	}
+
+	// a follower disappears from gossip: removed after RemoveAfter
+	var gone *tnode
+	for _, n := range all {
+		if n != l {
+			gone = n
+			break
+		}
+	}
+	_ = gone.g.Shutdown()
+	var live []*tnode
+	for _, n := range all {
+		if n != gone {
+			live = append(live, n)
+		}
+	}
+	gossipAll(live...)
+	d := waitFor(t, 10*time.Second, "removal", func() bool {
+		s, err := l.g.Servers()
+		return err == nil && len(s) == 3 && len(l.g.State().GetMembers()) == 3
+	})
+	if d < 500*time.Millisecond {
+		t.Fatalf("removed after %v, before RemoveAfter", d)
+	}
+}
+
+func TestNoBootstrapIntoExistingGroup(t *testing.T) {
+	checkNoLeaks(t)
+	// b and c form a group of two (expect 2); "a" (lowest id, no state, expect 2)
+	// shows up later: it must not bootstrap a second group but be added.
+	b := start(t, "b", t.TempDir(), 2, nil)
+	c := start(t, "c", t.TempDir(), 2, nil)
+	gossipAll(b, c)
+	l := waitLeader(t, b, c)
+	if err := l.g.Apply(advance(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	a := start(t, "a", t.TempDir(), 2, nil)
+	a.g.UpdatePeers(peersOf(a, b, c)) // a sees everyone before the leader sees a
+	time.Sleep(500 * time.Millisecond)
+	if s, _ := a.g.Servers(); len(s) != 0 {
+		t.Fatalf("a bootstrapped on its own: %v", s)
+	}
+	gossipAll(a, b, c)
+	waitFor(t, 10*time.Second, "a added", func() bool { return a.g.State().GetSlot() == 1 })
+	if ls := leaders(a, b, c); len(ls) != 1 {
+		t.Fatalf("%d leaders", len(ls))
+	}
+}
+
+func TestValidateNamesFields(t *testing.T) {
+	c := Config{BindAddr: "0.0.0.0:0", BootstrapExpect: -1, LeaderLeaseTimeout: time.Second, HeartbeatTimeout: 10 * time.Millisecond}
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("want error")
+	}
+	for _, f := range []string{"NodeID", "Vertex", "AdvertiseAddr", "DataDir", "BootstrapExpect", "RemoveAfter",
+		"ElectionTimeout", "LeaderLeaseTimeout", "SnapshotThreshold"} {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("error does not name %s: %v", f, err)
+		}
+	}
+	if _, err := New(c, nil); err == nil {
+		t.Fatal("New accepted an invalid config")
+	}
+	good := DefaultLocalConfig()
+	good.NodeID, good.Vertex, good.DataDir = "a", "v", "/nonexistent-but-not-created-by-validate"
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(good.DataDir); !os.IsNotExist(err) {
+		t.Fatal("Validate touched the file system")
+	}
+}
+
+func TestDropPartitionsLeader(t *testing.T) {
+	checkNoLeaks(t)
+	var cut atomic.Bool
+	var nodes []*tnode
+	for i := range 3 {
+		mod := func(c *Config) {}
+		if i == 0 {
+			// node-0 gets the fault hook (leader or follower, both must work)
+			mod = func(c *Config) { c.Drop = func(string) bool { return cut.Load() } }
+		}
+		nodes = append(nodes, start(t, fmt.Sprintf("node-%d", i), t.TempDir(), 3, mod))
+	}
+	gossipAll(nodes...)
+	l := waitLeader(t, nodes...)
+	if err := l.g.Apply(advance(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	iso := nodes[0]
+	cut.Store(true)
+	var rest []*tnode
+	for _, n := range nodes[1:] {
+		rest = append(rest, n)
+	}
+	waitFor(t, 10*time.Second, "majority side has a leader", func() bool {
+		ls := leaders(rest...)
+		return len(ls) == 1
+	})
+	waitFor(t, 10*time.Second, "isolated node is not leader", func() bool { return !iso.g.IsLeader() })
+	nl := leaders(rest...)[0]
+	if err := nl.g.Apply(advance(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := iso.g.Apply(advance(), 100*time.Millisecond); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("isolated Apply: %v", err)
+	}
+	cut.Store(false)
+	waitFor(t, 10*time.Second, "healed node catches up", func() bool {
+		return iso.g.State().GetSlot() == 2 && len(leaders(nodes...)) == 1
+	})
+}

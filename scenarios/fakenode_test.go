@@ -1,0 +1,186 @@
+package scenarios
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as a fake `idn node` when fakeNodeEnv is set: the
+// runner starts it with the real node's flags. Fake nodes of one run share a
+// registry directory (the parent of the node dirs) where each keeps a
+// heartbeat file; the members are the nodes with a fresh heartbeat and the
+// leader of a vertex is its lowest-named member, so a SIGKILLed leader is
+// replaced ~0.4 s later. fakeModeEnv changes the behaviour:
+//
+//	noready  never print the ready line
+//	exit     exit 3 at once
+//	hang     accept infer requests and never reply
+const (
+	fakeNodeEnv = "IDN_SCENARIOS_FAKE_NODE"
+	fakeModeEnv = "IDN_SCENARIOS_FAKE_MODE"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeNodeEnv) != "" {
+		os.Exit(fakeNode(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+type fakeEntry struct {
+	Name   string `json:"name"`
+	Vertex string `json:"vertex"`
+	PID    int    `json:"pid"`
+}
+
+func fakeNode(args []string) int {
+	if len(args) == 0 || args[0] != "node" {
+		fmt.Fprintln(os.Stderr, "fake node: want the node subcommand, got", args)
+		return 2
+	}
+	mode := os.Getenv(fakeModeEnv)
+	if mode == "exit" {
+		fmt.Fprintln(os.Stderr, "fake node: exiting as told")
+		return 3
+	}
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	name := fs.String("name", "", "")
+	dataDir := fs.String("data-dir", "", "")
+	vertex := fs.String("vertex", "", "")
+	fs.Int("tier", 0, "")
+	fs.String("join", "", "")
+	fs.Int("gpus", 0, "")
+	fs.Int("gpu-mem-mb", 0, "")
+	fs.String("executor", "", "")
+	fs.Int("bootstrap-expect", 0, "")
+	fs.String("topology", "", "")
+	fs.String("catalog", "", "")
+	fs.String("hosted", "", "")
+	bind := map[string]*string{}
+	for _, b := range []string{"gossip", "remote", "raft", "api"} {
+		bind[b] = fs.String("bind-"+b, "127.0.0.1:0", "")
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	reg := filepath.Join(filepath.Dir(filepath.Dir(*dataDir)), ".fake")
+	if err := os.MkdirAll(reg, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	addrs := map[string]string{}
+	var apiLn net.Listener
+	for _, b := range []string{"gossip", "remote", "raft", "api"} {
+		ln, err := net.Listen("tcp", *bind[b])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fake node: bind", b, err)
+			return 1
+		}
+		addrs[b] = ln.Addr().String()
+		if b == "api" {
+			apiLn = ln
+		}
+	}
+	if pf, err := os.OpenFile(filepath.Join(reg, "pids"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		fmt.Fprintln(pf, os.Getpid())
+		pf.Close()
+	}
+	me := fakeEntry{Name: *name, Vertex: *vertex, PID: os.Getpid()}
+	regFile := filepath.Join(reg, *name+".json")
+	b, _ := json.Marshal(me)
+	if err := os.WriteFile(regFile, b, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() {
+		for {
+			now := time.Now()
+			_ = os.Chtimes(regFile, now, now)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	members := func() []fakeEntry {
+		files, _ := filepath.Glob(filepath.Join(reg, "*.json"))
+		var out []fakeEntry
+		for _, f := range files {
+			fi, err := os.Stat(f)
+			if err != nil || time.Since(fi.ModTime()) > 400*time.Millisecond {
+				continue
+			}
+			var e fakeEntry
+			if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &e) == nil {
+				out = append(out, e)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return out
+	}
+	var requests, replies atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
+		ms := members()
+		leader := ""
+		var sm []StatusMember
+		for _, m := range ms {
+			sm = append(sm, StatusMember{Name: m.Name, Vertex: m.Vertex, State: "alive"})
+			if m.Vertex == *vertex && leader == "" {
+				leader = m.Name
+			}
+		}
+		_ = json.NewEncoder(w).Encode(Status{Name: *name, Vertex: *vertex, Ready: leader != "", IsLeader: leader == *name, Leader: leader, Members: sm})
+	})
+	mux.HandleFunc("POST /v2/models/{task}/infer", func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		if mode == "hang" {
+			<-r.Context().Done()
+			return
+		}
+		var req inferRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Inputs) == 0 {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"error":"inputs: %v","kind":"bad_request"}`, err)
+			return
+		}
+		replies.Add(1)
+		task := r.PathValue("task")
+		if task == "task-03" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":"vertex cloud unreachable","kind":"unreachable"}`)
+			return
+		}
+		served := *vertex
+		if task == "task-01" {
+			served = "cloud"
+		}
+		time.Sleep(2 * time.Millisecond)
+		fmt.Fprintf(w, `{"id":%q,"model_name":%q,"outputs":[],"parameters":{"served_by_vertex":%q,"served_by_node":%q,"model":"m","correct":true,"accuracy":0.5,"latency_ms":2}}`,
+			req.ID, task, served, *name)
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "# TYPE idn_requests_total counter\nidn_requests_total %d\nidn_replies_total{result=\"ok\"} %d\nidn_members %d\n", requests.Load(), replies.Load(), len(members()))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(apiLn) }()
+	if mode != "noready" {
+		b, _ := json.Marshal(ReadyLine{Event: "ready", Name: *name, Vertex: *vertex, API: addrs["api"], Gossip: addrs["gossip"], Remote: addrs["remote"], Raft: addrs["raft"], PID: os.Getpid()})
+		fmt.Println(string(b))
+	}
+	fmt.Fprintln(os.Stderr, "fake node", *name, "up:", strings.Join([]string{addrs["api"], addrs["gossip"]}, " "))
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	_ = os.Remove(regFile)
+	return 0
+}
