@@ -78,7 +78,9 @@ type Config struct {
 	// SnapshotRetain: snapshots kept on disk.
 	SnapshotRetain int
 
-	// Logger receives raft's and this package's logs; nil discards them.
+	// Logger receives raft's, raft-wal's and this package's logs; nil discards
+	// them. Nothing is printed to stdout. Its handler runs on raft's
+	// goroutines (including the main raft loop): it must not block.
 	Logger *slog.Logger
 
 	// Drop is an optional fault-injection hook (partitions): when it returns

@@ -14,6 +14,12 @@
 // The FSM holds the vertex's replicated state (messages.VertexState);
 // snapshots are protobuf compressed with zstd. Leadership changes are
 // reported through a callback.
+//
+// Timing on loopback (DefaultLocalConfig, 100 ms timeouts): a crashed leader
+// is replaced in 0.18-0.3 s; a leader that shuts down gracefully hands over in
+// ~40 ms. A follower that was unreachable (crashed, partitioned) catches up
+// within up to ~10 s after it is back: hashicorp/raft backs off replication to
+// a failing follower exponentially up to 10.24 s.
 package consensus
 
 import (
@@ -351,10 +357,24 @@ func (g *Group) kickReconcile() {
 }
 
 // Shutdown stops raft, closes the transport and the log store and waits for
-// every goroutine of the group. If this node was leader, onLeadership(false)
+// every goroutine of the group. A leader first transfers leadership to
+// another voter (bounded by ElectionTimeout) so the group fails over at once;
+// a crash (kill -9) instead costs an election timeout. If this node was leader, onLeadership(false)
 // is called before it returns. Idempotent.
-func (g *Group) Shutdown() error {
+func (g *Group) Shutdown() error { return g.shutdown(true) }
+
+// shutdown is Shutdown; transfer=false simulates a crash in tests.
+func (g *Group) shutdown(transfer bool) error {
 	g.shutdownOnce.Do(func() {
+		// A leader with other voters hands leadership over first, so the group
+		// does not wait for an election timeout (bounded by ElectionTimeout).
+		if transfer && g.raft.State() == raft.Leader {
+			if f := g.raft.GetConfiguration(); f.Error() == nil && len(f.Configuration().Servers) > 1 {
+				if err := g.raft.LeadershipTransfer().Error(); err != nil {
+					g.log.Debug("leadership transfer before shutdown failed", "err", err)
+				}
+			}
+		}
 		close(g.shutdownCh)
 		err := g.raft.Shutdown().Error()
 		g.raft.DeregisterObserver(g.observer)

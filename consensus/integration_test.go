@@ -66,7 +66,7 @@ func startCNode(t *testing.T, id, dir string, seeds []string, expect int) *cnode
 		close(stop)
 		<-done
 		_ = gs.Shutdown()
-		_ = tn.g.Shutdown()
+		_ = tn.g.shutdown(false)
 	}
 	var once bool
 	t.Cleanup(func() {
@@ -99,9 +99,7 @@ func TestWithGossipBootstrapFailoverRejoin(t *testing.T) {
 			tns := []*tnode{nodes[0].tnode, nodes[1].tnode, nodes[2].tnode}
 			l := waitLeader(t, tns...)
 			t.Logf("run %d: first leader %s after %v", run, l.id, time.Since(began).Round(time.Millisecond))
-			if err := l.g.Apply(setHosted("m"), time.Second); err != nil {
-				t.Fatal(err)
-			}
+			mustApply(t, setHosted("m"), tns...)
 			for _, n := range tns {
 				waitFor(t, 5*time.Second, "one group of 3 voters", func() bool {
 					s, err := n.g.Servers()
@@ -112,6 +110,7 @@ func TestWithGossipBootstrapFailoverRejoin(t *testing.T) {
 				return
 			}
 			// crash the leader; the others elect a new one with the state
+			l = waitLeader(t, tns...)
 			var dead *cnode
 			var rest []*cnode
 			for _, n := range nodes {
@@ -128,15 +127,13 @@ func TestWithGossipBootstrapFailoverRejoin(t *testing.T) {
 			if len(nl.g.State().GetHostedModels()) != 1 {
 				t.Fatal("new leader lost the state")
 			}
-			if err := nl.g.Apply(advance(), time.Second); err != nil {
-				t.Fatal(err)
-			}
+			mustApply(t, advance(), rest[0].tnode, rest[1].tnode)
 			// restart it from its data dir on new ports; it rejoins as a voter
 			back := startCNode(t, dead.id, dead.dir, []string{rest[0].gs.Addr()}, 3)
 			if err := back.gs.Join(ctx); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 10*time.Second, "restarted node caught up", func() bool {
+			waitFor(t, 30*time.Second, "restarted node caught up" /* raft replication backoff */, func() bool {
 				return back.tnode.g.State().GetSlot() == 1 && len(leaders(rest[0].tnode, rest[1].tnode, back.tnode)) == 1
 			})
 			waitFor(t, 10*time.Second, "leader knows the new raft address", func() bool {

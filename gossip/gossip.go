@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -117,6 +118,10 @@ type Gossip struct {
 	table   map[string]Member
 	advAddr string // this node's advertised host:port
 
+	failedMu   sync.Mutex
+	failed     map[string]failedMember // failed (not left) members to reconnect to
+	joinCalled atomic.Bool
+
 	intentMu sync.Mutex
 	intents  map[string]time.Time // node name -> when its leave intent arrived
 
@@ -124,6 +129,8 @@ type Gossip struct {
 	evQueue []queuedEvent
 	evWake  chan struct{}
 
+	ctx          context.Context // cancelled at Shutdown
+	cancel       context.CancelFunc
 	shutdownCh   chan struct{}
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -158,8 +165,10 @@ func New(cfg Config, onEvent func(Event)) (*Gossip, error) {
 		evWake:     make(chan struct{}, 1),
 		intents:    map[string]time.Time{},
 		table:      map[string]Member{},
+		failed:     map[string]failedMember{},
 		shutdownCh: make(chan struct{}),
 	}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
 
 	bindHost, bindPort, _ := splitHostPort(cfg.BindAddr)
 	stdLog := newStdLogger(lg)
@@ -232,6 +241,8 @@ func New(cfg Config, onEvent func(Event)) (*Gossip, error) {
 	}
 	g.ml = ml
 	g.advAddr = ml.LocalNode().Address() // not mutated before Join
+	g.wg.Add(1)
+	go g.reconnectLoop()
 	lg.Debug("gossip started", "addr", g.addr)
 	return g, nil
 }
@@ -246,6 +257,7 @@ func (g *Gossip) Addr() string { return g.addr }
 // Shutdown. With no seeds other than this node itself it returns nil at once
 // (the node starts a new cluster).
 func (g *Gossip) Join(ctx context.Context) error {
+	g.joinCalled.Store(true)
 	seeds := make([]string, 0, len(g.cfg.Seeds))
 	self := g.advAddr
 	for _, s := range g.cfg.Seeds {
@@ -266,6 +278,88 @@ func (g *Gossip) Join(ctx context.Context) error {
 			g.log.Debug("join: no seed answered", "seeds", seeds, "attempt", attempt, "err", err)
 			return false
 		})
+}
+
+type failedMember struct {
+	addr string
+	at   time.Time
+}
+
+func (g *Gossip) trackFailed(ev Event) {
+	g.failedMu.Lock()
+	defer g.failedMu.Unlock()
+	switch ev.Kind {
+	case EventFail:
+		g.failed[ev.Member.Name] = failedMember{addr: ev.Member.Addr, at: time.Now()}
+	case EventJoin, EventLeave:
+		delete(g.failed, ev.Member.Name)
+	}
+}
+
+// reconnectTargets returns one random recently failed member's address, and
+// the seeds when this node is alone after having joined.
+func (g *Gossip) reconnectTargets() []string {
+	var out []string
+	g.failedMu.Lock()
+	now := time.Now()
+	var cands []string
+	for name, f := range g.failed {
+		if now.Sub(f.at) > g.cfg.ReconnectTimeout {
+			delete(g.failed, name)
+			continue
+		}
+		cands = append(cands, f.addr)
+	}
+	g.failedMu.Unlock()
+	if len(cands) > 0 {
+		out = append(out, cands[rand.N(len(cands))])
+	}
+	if g.joinCalled.Load() && g.NumMembers() <= 1 {
+		for _, s := range g.cfg.Seeds {
+			if s != g.advAddr && s != g.addr {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// reconnectLoop heals partitions: memberlist never contacts a member it
+// declared dead again, so every ReconnectInterval one recently failed member
+// (or the seeds, when alone) is joined again.
+func (g *Gossip) reconnectLoop() {
+	defer g.wg.Done()
+	if g.cfg.ReconnectInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(g.cfg.ReconnectInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.shutdownCh:
+			return
+		case <-t.C:
+		}
+		// Probe with a dial Shutdown can cancel: memberlist's Join cannot be
+		// interrupted and may block TCPTimeout on an unreachable host.
+		var addrs []string
+		for _, a := range g.reconnectTargets() {
+			d := net.Dialer{Timeout: g.cfg.TCPTimeout}
+			c, err := d.DialContext(g.ctx, "tcp", a)
+			if err == nil {
+				_ = c.Close()
+				addrs = append(addrs, a)
+			}
+		}
+		if len(addrs) == 0 || g.ctx.Err() != nil {
+			continue
+		}
+		if n, err := g.ml.Join(addrs); n > 0 {
+			g.log.Info("reconnected", "via", addrs, "contacted", n)
+		} else {
+			g.log.Debug("reconnect failed", "addrs", addrs, "err", err)
+		}
+	}
 }
 
 // halfJitter returns a random wait in [b/2, b].
@@ -418,6 +512,7 @@ func (g *Gossip) sendLeaveIntent() {
 // Idempotent; no event is delivered after it returns.
 func (g *Gossip) Shutdown() error {
 	g.shutdownOnce.Do(func() {
+		g.cancel()
 		g.shutdownErr = g.ml.Shutdown()
 		g.stopDispatch()
 		g.log.Debug("gossip stopped")
@@ -426,6 +521,7 @@ func (g *Gossip) Shutdown() error {
 }
 
 func (g *Gossip) stopDispatch() {
+	g.cancel()
 	select {
 	case <-g.shutdownCh:
 	default:
@@ -514,6 +610,7 @@ func (g *Gossip) dispatch() {
 					ev.Kind, ev.Member.State = EventLeave, MemberLeft
 				}
 			}
+			g.trackFailed(ev)
 			if g.onEvent != nil {
 				g.onEvent(ev)
 			}

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func benchPair(b *testing.B) (*node.Node, *node.Node) {
 		c := nodetest.Config(b, name, vertex, seeds...)
 		c.Topology, c.Catalog, c.Hosted = topo, cat, hosted
 		c.LatencyScale = 0
-		c.LogLevel = "error"
+		c.Logger = slog.New(slog.DiscardHandler)
 		c.MaxBatch = 32
 		c.MaxQueue = 100000
 		c.GPUs = 2

@@ -268,14 +268,17 @@ type filterHandler struct {
 	min slog.Level
 }
 
+// Enabled reports whether l reaches the minimum level.
 func (f filterHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= f.min && f.Handler.Enabled(ctx, l)
 }
 
+// WithAttrs keeps the filter on the derived handler.
 func (f filterHandler) WithAttrs(a []slog.Attr) slog.Handler {
 	return filterHandler{f.Handler.WithAttrs(a), f.min}
 }
 
+// WithGroup keeps the filter on the derived handler.
 func (f filterHandler) WithGroup(name string) slog.Handler {
 	return filterHandler{f.Handler.WithGroup(name), f.min}
 }
@@ -447,13 +450,15 @@ func startRemote(r *remote.Remote, sys *actor.ActorSystem, creds *pingCreds) (er
 			addr = net.JoinHostPort("127.0.0.1", p)
 		}
 	}
-	if c, e := net.DialTimeout("tcp", addr, 2*time.Second); e == nil {
+	if c, e := net.DialTimeout("tcp", addr, 5*time.Second); e == nil {
 		select {
 		case <-seen:
-		case <-time.After(2 * time.Second):
+		case <-time.After(5 * time.Second):
 		}
 		_ = c.Close()
 	}
+	// Never swallow a real connection if the probe was not seen.
+	creds.armed.CompareAndSwap(&seen, nil)
 	return nil
 }
 
@@ -663,6 +668,11 @@ func (n *Node) sync() {
 		}
 		n.startScheduler(snap, lc, n.hostedFrom(st))
 		hostedChanged = false
+	}
+	if id == n.cfg.Name && n.scheduler() == nil {
+		// Raft names this node leader but its scheduler is not running (yet):
+		// hold requests instead of sending them to a missing actor.
+		lc = &view.LeaderChanged{Vertex: n.cfg.Vertex}
 	}
 	n.system.Root.Send(n.routerPID, snap)
 	n.system.Root.Send(n.routerPID, lc)

@@ -34,6 +34,8 @@ var AssertionMetrics = map[string]string{
 	"failover_missed":  "leader kills after which no new leader was seen within timeouts.failover",
 	"failover_max_s":   "slowest failover in seconds (+Inf if one was missed, 0 if none)",
 	"fault_errors":     "faults that could not be applied",
+	"leader_changes":   "times a vertex got a leader other than its previous one during the load, over all vertices (a failover counts 1)",
+	"server_unreplied": "idn_requests_total - idn_replies_total summed over the never-restarted nodes alive at the end",
 	"converged_at_end": "1 when the cluster converged again after the load (every live node ready, seeing all, one leader per vertex), else 0",
 }
 
@@ -156,6 +158,8 @@ func (r *Report) Metric(name string) (float64, bool) {
 			return 1, true
 		}
 		return 0, true
+	case "server_unreplied":
+		return float64(r.ServerUnreplied), true
 	case "fault_errors":
 		n := 0
 		for _, f := range r.Faults {

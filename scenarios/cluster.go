@@ -364,12 +364,13 @@ func (c *cluster) resume(name string) error {
 	return nil
 }
 
-// live reports whether node name is running, ready and not paused.
+// live reports whether node name is running, ready, and neither paused nor
+// being killed or stopped by the scenario.
 func (c *cluster) live(name string) (ReadyLine, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n, ok := c.nodes[name]
-	if !ok || n.cur == nil || isDone(n.cur.done) || n.cur.ready.API == "" || n.paused {
+	if !ok || n.cur == nil || isDone(n.cur.done) || n.cur.ready.API == "" || n.paused || n.down {
 		return ReadyLine{}, false
 	}
 	return n.cur.ready, true

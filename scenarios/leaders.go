@@ -14,8 +14,8 @@ type LeaderChange struct {
 	// the load (polled every 250 ms).
 	AtS float64 `json:"at_s"`
 	// Leader is the node reporting is_leader; "" when every live node of
-	// the vertex answered and none did; several names joined by "," when
-	// more than one did.
+	// the vertex answered and none did, or none is live; several names
+	// joined by "," when more than one did.
 	Leader string `json:"leader"`
 }
 
@@ -63,10 +63,12 @@ func (lw *leaderWatcher) poll(ctx context.Context, start time.Time) {
 	leaders := map[string][]string{}
 	answered := map[string]bool{}
 	failed := map[string]bool{} // a live node did not answer: "no leader" is unknown
+	hasLive := map[string]bool{}
 	for _, name := range lw.c.order {
 		if _, ok := lw.c.live(name); !ok {
 			continue
 		}
+		hasLive[lw.c.nodes[name].spec.Vertex] = true
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -93,7 +95,7 @@ func (lw *leaderWatcher) poll(ctx context.Context, start time.Time) {
 		sort.Strings(l)
 		cur := strings.Join(l, ",")
 		tl := lw.timeline[v]
-		if cur == "" && (failed[v] || !answered[v]) {
+		if cur == "" && hasLive[v] && (failed[v] || !answered[v]) {
 			continue // maybe the leader just did not answer in time
 		}
 		if len(tl) == 0 || tl[len(tl)-1].Leader != cur {

@@ -231,6 +231,7 @@ func (l *loader) send(ctx context.Context, start time.Time, seq int, task string
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := l.client.Do(req)
 	if err != nil {
+		fault := l.c.faultedSince(name, sentAt)
 		switch {
 		case !wrote.Load():
 			s.Outcome, s.Kind = OutcomeNotAccepted, "connect"
@@ -239,8 +240,8 @@ func (l *loader) send(ctx context.Context, start time.Time, seq int, task string
 			}
 		case ctx.Err() != nil:
 			s.Outcome, s.Kind = OutcomeLost, "aborted"
-		case l.c.faultedSince(name, sentAt) != "":
-			s.Outcome, s.Kind = OutcomeLost, l.c.faultedSince(name, sentAt)
+		case fault != "":
+			s.Outcome, s.Kind = OutcomeLost, fault
 		case errors.Is(err, context.DeadlineExceeded):
 			s.Outcome, s.Kind = OutcomeLost, "timeout"
 		default:

@@ -201,6 +201,13 @@ type Report struct {
 	// (waited for up to 10 s); EndProblems says what was missing.
 	ConvergedAtEnd bool     `json:"converged_at_end"`
 	EndProblems    []string `json:"end_problems"`
+	// ServerRequests and ServerReplies sum idn_requests_total and
+	// idn_replies_total over the nodes alive at the end that never
+	// restarted (their counters cover the whole run); ServerUnreplied is
+	// their difference: requests a node took and never answered.
+	ServerRequests  int `json:"server_requests"`
+	ServerReplies   int `json:"server_replies"`
+	ServerUnreplied int `json:"server_unreplied"`
 	// Nodes is the state of every node at the end.
 	Nodes []NodeReport `json:"nodes"`
 	// Assertions are the checked assertions; Passed is true when all held
@@ -340,6 +347,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	p("latency    p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (mean %.1f, max %.1f; results only, client side)\n",
 		r.LatencyMs.P50, r.LatencyMs.P95, r.LatencyMs.P99, r.LatencyMs.Mean, r.LatencyMs.Max)
 	p("accuracy   mean model accuracy %.4f, correct %.4f\n", r.MeanAccuracy, r.CorrectRatio)
+	p("server     nodes' own counters (never-restarted nodes): requests %d, replies %d, unreplied %d\n",
+		r.ServerRequests, r.ServerReplies, r.ServerUnreplied)
 	p("\nserved by:\n")
 	tw := tabwriter.NewWriter(ew, 2, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "  vertex\tresults\tshare\tp50 ms\tp99 ms\n")
@@ -469,3 +478,16 @@ func (e *errWriter) Write(b []byte) (int, error) {
 }
 
 func (e *errWriter) printf(format string, a ...any) { fmt.Fprintf(e, format, a...) }
+
+// sumServerCounters fills the Server* fields from r.Nodes.
+func (r *Report) sumServerCounters() {
+	r.ServerRequests, r.ServerReplies = 0, 0
+	for _, n := range r.Nodes {
+		if n.Starts != 1 || !n.AliveAtEnd || n.Metrics == nil {
+			continue
+		}
+		r.ServerRequests += int(n.Metrics["idn_requests_total"])
+		r.ServerReplies += int(n.Metrics["idn_replies_total"])
+	}
+	r.ServerUnreplied = r.ServerRequests - r.ServerReplies
+}

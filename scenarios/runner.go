@@ -34,8 +34,9 @@ const statusTimeout = 2 * time.Second
 // Run executes the scenario: it starts the nodes, waits for the cluster,
 // drives the load while applying the faults, collects the report and stops
 // every node on every path (also when ctx is cancelled). The report is
-// non-nil whenever the load ran; the error wraps ErrAssertionFailed when
-// the run went through but an assertion or a fault failed.
+// non-nil whenever the load started (partial, with Passed false, when ctx
+// was cancelled during it); the error wraps ErrAssertionFailed when the run
+// went through but an assertion or a fault failed.
 func Run(ctx context.Context, sc *Scenario, opt Options) (rep *Report, err error) {
 	if err := sc.Unsupported(); err != nil {
 		return nil, err
@@ -143,7 +144,14 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (rep *Report, err error
 	}()
 	wg.Wait()
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("scenario: interrupted: %w", ctx.Err())
+		// A partial report of what was measured; the nodes are not asked.
+		rep = Summarize(ld.results())
+		rep.Scenario = sc.Name
+		rep.DurationS = time.Since(start).Seconds()
+		rep.RateRPS = sc.Workload.Rate
+		rep.Faults, rep.Failovers = fr.results()
+		rep.Leaders = lw.results()
+		return rep, fmt.Errorf("scenario: interrupted after %.1fs of load (partial report): %w", rep.DurationS, ctx.Err())
 	}
 	logf("load done; reading /v1/status and /metrics")
 
@@ -160,6 +168,7 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (rep *Report, err error
 	rep.Faults, rep.Failovers = fr.results()
 	rep.Leaders = lw.results()
 	rep.Nodes = finalNodes(ctx, c)
+	rep.sumServerCounters()
 	return rep, rep.Check(sc)
 }
 

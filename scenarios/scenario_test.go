@@ -156,3 +156,18 @@ func TestShippedScenariosAreValid(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryMetricIsComputed checks AssertionMetrics and Report.Metric agree.
+func TestEveryMetricIsComputed(t *testing.T) {
+	r := Summarize(nil)
+	for name := range AssertionMetrics {
+		if _, ok := r.Metric(name); !ok {
+			t.Errorf("metric %q is documented but not computed", name)
+		}
+	}
+	for _, name := range []string{"leader_changes", "server_unreplied", "converged_at_end"} {
+		if _, ok := AssertionMetrics[name]; !ok {
+			t.Errorf("metric %q is computed but not in AssertionMetrics", name)
+		}
+	}
+}

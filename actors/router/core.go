@@ -67,10 +67,11 @@ type Config struct {
 }
 
 type pending struct {
-	req    *messages.InferRequest
-	target string // member name
-	sentAt time.Time
-	tried  map[string]bool
+	req     *messages.InferRequest
+	target  string // member name
+	sentAt  time.Time
+	tried   map[string]bool
+	attempt int
 }
 
 // Stats are counters a router keeps (read through the actor's Stats message).
@@ -278,6 +279,10 @@ func (c *Core) forwardOut(now time.Time, r *messages.InferRequest) {
 // deliver sends r to the vertex r.Path[r.Hop]: the local or remote scheduler
 // of the own vertex, or the router of a live member of another vertex.
 func (c *Core) deliver(now time.Time, r *messages.InferRequest, tried map[string]bool) {
+	c.deliverAttempt(now, r, tried, 0)
+}
+
+func (c *Core) deliverAttempt(now time.Time, r *messages.InferRequest, tried map[string]bool, attempt int) {
 	for {
 		if wire.Expired(r, now) {
 			c.reply(r, messages.ErrorKind_ERROR_KIND_DEADLINE_EXCEEDED, "deadline exceeded before reaching vertex %q", r.Path[r.Hop])
@@ -286,12 +291,13 @@ func (c *Core) deliver(now time.Time, r *messages.InferRequest, tried map[string
 		v := r.Path[r.Hop]
 		if v == c.cfg.Vertex {
 			l := c.view.Leader()
-			if l.Name == c.cfg.Node || l.RemoteAddr == "" {
-				// Local scheduler (reliable local send) or wait for a leader.
-				c.relayToScheduler(now, r)
+			if l.RemoteAddr == "" {
+				c.relayToScheduler(now, r) // held until a leader is known
 				return
 			}
-			c.sendTracked(now, r, l.Name, actor.NewPID(l.RemoteAddr, view.SchedulerID), tried)
+			// Tracked even when the scheduler is local: it may stop (leadership
+			// lost) with the request in its mailbox.
+			c.sendTracked(now, r, l.Name, actor.NewPID(l.RemoteAddr, view.SchedulerID), tried, attempt)
 			return
 		}
 		live := c.view.Live(v)
@@ -312,7 +318,7 @@ func (c *Core) deliver(now time.Time, r *messages.InferRequest, tried map[string
 			}
 		}
 		if pick != nil {
-			c.sendTracked(now, r, pick.Name, actor.NewPID(pick.RemoteAddr, view.RouterID), tried)
+			c.sendTracked(now, r, pick.Name, actor.NewPID(pick.RemoteAddr, view.RouterID), tried, attempt)
 			return
 		}
 		// No live member: route around the vertex.
@@ -337,12 +343,12 @@ func (c *Core) deliver(now time.Time, r *messages.InferRequest, tried map[string
 	}
 }
 
-func (c *Core) sendTracked(now time.Time, r *messages.InferRequest, target string, to *actor.PID, tried map[string]bool) {
+func (c *Core) sendTracked(now time.Time, r *messages.InferRequest, target string, to *actor.PID, tried map[string]bool, attempt int) {
 	c.nextFID++
 	n := wire.Copy(r)
 	n.AckTo = wire.Ref(c.self)
 	n.ForwardId = c.nextFID
-	c.pend[n.ForwardId] = &pending{req: r, target: target, sentAt: now, tried: tried}
+	c.pend[n.ForwardId] = &pending{req: r, target: target, sentAt: now, tried: tried, attempt: attempt}
 	c.stats.Forwards++
 	c.send(to, n)
 }
@@ -382,13 +388,19 @@ func (c *Core) retry(now time.Time, id uint64) {
 	}
 	p.tried[p.target] = true
 	c.stats.Retries++
-	c.deliver(now, p.req, p.tried)
+	c.deliverAttempt(now, p.req, p.tried, p.attempt+1)
+}
+
+// ackTimeout doubles with every retry of a forward (capped at 8x), so a
+// slow but live target is not flooded with duplicates.
+func (c *Core) ackTimeout(attempt int) time.Duration {
+	return c.cfg.AckTimeout << min(attempt, 3)
 }
 
 func (c *Core) tick(now time.Time) {
 	var ids []uint64
 	for id, p := range c.pend {
-		if now.Sub(p.sentAt) >= c.cfg.AckTimeout || wire.Expired(p.req, now) {
+		if now.Sub(p.sentAt) >= c.ackTimeout(p.attempt) || wire.Expired(p.req, now) {
 			ids = append(ids, id)
 		}
 	}

@@ -108,6 +108,8 @@ type Stats struct {
 	Batches uint64
 	// Requeued counts requests put back after a failed or lost batch.
 	Requeued uint64
+	// Duplicates counts re-sent requests already queued or running here (acked, not queued again).
+	Duplicates uint64
 }
 
 // Core is the scheduler's logic.
@@ -119,6 +121,7 @@ type Core struct {
 	execs    map[string]*execState
 	execList []*execState
 	inflight map[uint64]*batch
+	known    map[string]bool // ids queued or in flight: duplicates (retried forwards) are only acked
 	nextB    uint64
 	self     *actor.PID
 	router   *actor.PID
@@ -144,8 +147,8 @@ func NewCore(cfg Config) *Core {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Core{cfg: cfg, hosted: map[string]bool{}, queues: map[string][]item{}, execs: map[string]*execState{},
-		inflight: map[uint64]*batch{},
-		self:     actor.NewPID(cfg.SelfAddr, view.SchedulerID), router: actor.NewPID(cfg.SelfAddr, view.RouterID)}
+		inflight: map[uint64]*batch{}, known: map[string]bool{},
+		self: actor.NewPID(cfg.SelfAddr, view.SchedulerID), router: actor.NewPID(cfg.SelfAddr, view.RouterID)}
 	for _, m := range cfg.Hosted {
 		c.hosted[m] = true
 	}
@@ -202,6 +205,7 @@ func (c *Core) Drain() []wire.Out {
 		}
 	}
 	c.queues = map[string][]item{}
+	c.known = map[string]bool{}
 	return c.out
 }
 
@@ -288,6 +292,10 @@ func (c *Core) request(now time.Time, r *messages.InferRequest) {
 		c.reply(r, messages.ErrorKind_ERROR_KIND_INTERNAL, "request for vertex %q reached the scheduler of %q", r.Path[r.Hop], c.cfg.Vertex)
 		return
 	}
+	if c.known[r.Id] {
+		c.stats.Duplicates++
+		return
+	}
 	if wire.Expired(r, now) {
 		c.stats.Expired++
 		c.reply(r, messages.ErrorKind_ERROR_KIND_DEADLINE_EXCEEDED, "deadline exceeded on arrival at vertex %q", c.cfg.Vertex)
@@ -346,6 +354,7 @@ func (c *Core) request(now time.Time, r *messages.InferRequest) {
 
 func (c *Core) enqueue(now time.Time, model string, r *messages.InferRequest) {
 	c.stats.Enqueued++
+	c.known[r.Id] = true
 	c.queues[model] = append(c.queues[model], item{req: r, enqueued: now})
 	c.dispatch(now)
 }
@@ -406,6 +415,9 @@ func (c *Core) batchDone(now time.Time, d *messages.BatchDone) {
 	}
 	if d.Ok {
 		delete(c.inflight, d.BatchId)
+		for _, it := range b.items {
+			delete(c.known, it.req.Id)
+		}
 		e.busy = false
 	} else {
 		if strings.Contains(d.Error, gpu.ErrNotLoaded.Error()) {
@@ -424,6 +436,7 @@ func (c *Core) tick(now time.Time) {
 		keep := q[:0]
 		for _, it := range q {
 			if wire.Expired(it.req, now) {
+				delete(c.known, it.req.Id)
 				c.stats.Expired++
 				c.reply(it.req, messages.ErrorKind_ERROR_KIND_DEADLINE_EXCEEDED, "deadline exceeded queued for model %q at vertex %q", model, c.cfg.Vertex)
 				continue
@@ -473,6 +486,7 @@ func (c *Core) dispatch(now time.Time) {
 		i := 0
 		for ; i < len(q) && len(items) < c.cfg.MaxBatch; i++ {
 			if wire.Expired(q[i].req, now) {
+				delete(c.known, q[i].req.Id)
 				c.stats.Expired++
 				c.reply(q[i].req, messages.ErrorKind_ERROR_KIND_DEADLINE_EXCEEDED, "deadline exceeded queued for model %q at vertex %q", best, c.cfg.Vertex)
 				continue

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -108,7 +109,12 @@ func TestRepositoryAlwaysServesOrOverloads(t *testing.T) {
 		t.Fatal("repository did not serve")
 	}
 	for i := 0; i < 4; i++ {
-		s.Handle(t0, req("q", 0.95, 1, time.Minute))
+		s.Handle(t0, req(fmt.Sprint("q", i), 0.95, 1, time.Minute))
+	}
+	// A duplicate (retried forward) is acked but not queued again.
+	outs := s.Handle(t0, req("q0", 0.95, 1, time.Minute))
+	if _, ok := find[*messages.ForwardAck](outs); !ok || len(outs) != 1 || s.Stats().Duplicates != 1 {
+		t.Fatalf("duplicate: %+v stats %+v", outs, s.Stats())
 	}
 	rep, ok := find[*messages.InferReply](s.Handle(t0, req("z", 0.95, 1, time.Minute)))
 	if !ok || rep.ErrorKind != messages.ErrorKind_ERROR_KIND_OVERLOADED {

@@ -28,15 +28,24 @@ type item struct {
 
 type itemHeap []item
 
+// Len implements heap.Interface.
 func (h itemHeap) Len() int { return len(h) }
+
+// Less implements heap.Interface (due time, then insertion order).
 func (h itemHeap) Less(i, j int) bool {
 	if h[i].due.Equal(h[j].due) {
 		return h[i].seq < h[j].seq
 	}
 	return h[i].due.Before(h[j].due)
 }
+
+// Swap implements heap.Interface.
 func (h itemHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *itemHeap) Push(x any)   { *h = append(*h, x.(item)) }
+
+// Push implements heap.Interface.
+func (h *itemHeap) Push(x any) { *h = append(*h, x.(item)) }
+
+// Pop implements heap.Interface.
 func (h *itemHeap) Pop() any {
 	old := *h
 	it := old[len(old)-1]

@@ -37,7 +37,7 @@ type infidaFlags struct {
 	slots, stretch, offlineEpochs, sgSlots       int
 	rounds, entries                              int
 	refresh, refreshInit                         float64
-	residual, olag                               string
+	residual, olag, sgStop                       string
 	seed                                         uint64
 	json, expected                               bool
 	csvPath, seriesPath                          string
@@ -81,6 +81,7 @@ func runExperimentInfida(ctx context.Context, args []string, stdout, stderr io.W
 	fs.Float64Var(&f.eta, "eta", infida.DefaultConfig().Eta, "INFIDA learning rate (0: the theory value of Appendix F for T = --slots)")
 	fs.StringVar(&f.residual, "residual", "budget", "DepRound residual handling: budget (never exceed b^v) or random (E[x] = y)")
 	fs.StringVar(&f.olag, "olag-counters", "cumulative", "OLAG counters: cumulative (forwarded requests since the start) or per-slot (requests reaching the vertex each slot)")
+	fs.StringVar(&f.sgStop, "sg-stop", "served", "SG stopping rules: served (the paper's: stop once the allocation can serve all requests without the repositories, or when no addition has a positive marginal gain) or gain (only the second rule)")
 	fs.IntVar(&f.offlineEpochs, "offline-epochs", 1, "passes of INFIDA_OFFLINE over the horizon")
 	fs.IntVar(&f.sgSlots, "sg-slots", 120, "max (evenly spaced) slots SG optimises over in hindsight")
 	fs.IntVar(&f.rounds, "rounds", slot.DefaultConfig().Rounds, "interleaving rounds of the serving model")
@@ -181,6 +182,14 @@ func infidaBaseConfig(f infidaFlags) (slot.ExperimentConfig, error) {
 		c.OLAG = infida.OLAGPerSlot
 	default:
 		return c, fmt.Errorf("olag-counters: %q is not cumulative or per-slot", f.olag)
+	}
+	switch f.sgStop {
+	case "served":
+		c.SG = infida.SGConfig{StopWhenAllServed: true}
+	case "gain":
+		c.SG = infida.SGConfig{StopWhenAllServed: false}
+	default:
+		return c, fmt.Errorf("sg-stop: %q is not served or gain", f.sgStop)
 	}
 	switch f.figure {
 	case "", "6", "7a", "7b", "8", "9a", "9b", "10":

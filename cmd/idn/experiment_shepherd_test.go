@@ -85,3 +85,26 @@ func TestShepherdUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestShepherdFigurePathsSmall(t *testing.T) {
+	for _, args := range [][]string{
+		{"--figure", "7", "--load", "3000", "--duration", "400", "--workload", "stable"},
+		{"--figure", "9", "--slo", "100", "--duration", "400", "--workload", "bursty"},
+		{"--figure", "10", "--workers", "24", "--duration", "300", "--workload", "stable"},
+		{"--figure", "11b", "--workers", "24", "--duration", "300", "--workload", "stable"},
+	} {
+		var out, errb bytes.Buffer
+		if err := runShepherd(context.Background(), append(args, "--json"), &out, &errb); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		var rows []shepherdRow
+		if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) == 0 {
+			t.Fatalf("%v: %v rows, %v", args, len(rows), err)
+		}
+		for _, r := range rows {
+			if r.Late != 0 || r.OfferedRate <= 0 || r.Goodput > r.OfferedRate+1e-9 {
+				t.Fatalf("%v: bad row %+v", args, r)
+			}
+		}
+	}
+}

@@ -34,8 +34,12 @@ type readyLine struct {
 // csvList is a comma-separated flag value.
 type csvList []string
 
+var _ flag.Value = (*csvList)(nil)
+
+// String joins the list with commas.
 func (c *csvList) String() string { return strings.Join(*c, ",") }
 
+// Set parses a comma-separated list (empty items dropped).
 func (c *csvList) Set(s string) error {
 	*c = nil
 	for _, p := range strings.Split(s, ",") {
@@ -82,6 +86,9 @@ func nodeConfigFromArgs(args []string, stderr io.Writer) (node.Config, error) {
 	maxBatch := fs.Int("max-batch", d.MaxBatch, "largest batch the scheduler dispatches")
 	maxQueue := fs.Int("max-queue", d.MaxQueue, "queue bound per model at the scheduler")
 	defDeadline := fs.Duration("default-deadline", d.DefaultDeadline, "deadline of requests without slo_ms")
+	ackTimeout := fs.Duration("ack-timeout", d.AckTimeout, "how long a forward waits for its ack before a retry on another member")
+	raftTimeout := fs.Duration("raft-timeout", d.RaftTimeout, "override the Raft heartbeat/election timeout (0 = the profile's)")
+	gossipProbe := fs.Duration("gossip-probe", d.GossipProbe, "override the gossip probe interval (0 = the profile's)")
 	if err := parseFlags(fs, args, false); err != nil {
 		return node.Config{}, err
 	}
@@ -111,6 +118,9 @@ func nodeConfigFromArgs(args []string, stderr io.Writer) (node.Config, error) {
 		"profile": func() { cfg.Profile = *profile }, "emulate-rtt": func() { cfg.EmulateRTT = *emulateRTT },
 		"max-batch": func() { cfg.MaxBatch = *maxBatch }, "max-queue": func() { cfg.MaxQueue = *maxQueue },
 		"default-deadline": func() { cfg.DefaultDeadline = *defDeadline },
+		"ack-timeout":      func() { cfg.AckTimeout = *ackTimeout },
+		"raft-timeout":     func() { cfg.RaftTimeout = *raftTimeout },
+		"gossip-probe":     func() { cfg.GossipProbe = *gossipProbe },
 	}
 	for f, fn := range apply {
 		if set[f] {

@@ -144,7 +144,7 @@ func appendTuples(dst []Tuple, s System, astar float64) []Tuple {
 // Waterfill is the output of paper 001 Algorithm 1.
 type Waterfill struct {
 	Lambda float64   // normalised arrival rate
-	P      []float64 // class mix p (lambda p = sum_k w_k q_k)
+	P      []float64 // class mix p (lambda p = sum_k w_k q_k); all zero when lambda = 0
 	W      []float64 // tuple weights w_k, aligned with Tuples
 	Tuples []Tuple   // S*_opt in the order used
 	N      float64   // N_WF(lambda) = sum_k w_k v_k (eq. 12: equals lambda T_LP-LB)

@@ -16,8 +16,7 @@
 // Time is a float64 in milliseconds throughout. Batch latency follows paper
 // 004 eq. (1): l_m(B) = alpha_m*|B| + beta_m. A batch started at time s
 // meets its deadline when s + l_m(B) <= min deadline of its requests.
-package flex
-
+//
 // Readings chosen where paper 004 is ambiguous:
 //
 //   - Expiry (Algorithm 2 line 4, "dequeue requests passing their
@@ -42,3 +41,4 @@ package flex
 //     overhead of exit points (< 5% in Fig. 12) is not modelled.
 //   - The preemption rule is applied per GPU in index order, looping until
 //     no GPU changes, since re-enqueued requests are new arrivals (line 19).
+package flex

@@ -128,7 +128,7 @@ func (f *Flex) Running(gpu int) (model int, batch []Request, busy bool) {
 	return g.model, g.batch, g.busy
 }
 
-// Arrive is Algorithm 1's arrival event (lines 9-19).
+// Arrive is the arrival event of paper 004 Algorithm 1 (lines 9-19).
 func (f *Flex) Arrive(r Request, now float64) {
 	f.reset()
 	m := &f.cfg.Models[r.Model]
@@ -140,7 +140,7 @@ func (f *Flex) Arrive(r Request, now float64) {
 	f.schedule(now, f.cfg.Preemption)
 }
 
-// Complete is Algorithm 1's completion event (lines 4-8).
+// Complete is the completion event of paper 004 Algorithm 1 (lines 4-8).
 func (f *Flex) Complete(gpu int, batchID uint64, now float64) {
 	f.reset()
 	if gpu < 0 || gpu >= len(f.g) {
@@ -173,7 +173,7 @@ func (f *Flex) drop(r Request, now float64) {
 	f.out = append(f.out, Decision{Kind: Drop, GPU: -1, Model: int(r.Model), At: now, Batch: f.arena[n-1 : n : n]})
 }
 
-// expire is Algorithm 2 line 4: dequeue requests that can no longer meet
+// expire is paper 004 Algorithm 2 line 4: dequeue requests that can no longer meet
 // their deadline even in a batch of one started now.
 func (f *Flex) expire(now float64) {
 	for m := range f.q {
@@ -186,7 +186,7 @@ func (f *Flex) expire(now float64) {
 }
 
 // refreshK computes k[m], the largest feasible batch of every model queue
-// for a batch starting at now (Algorithm 2 lines 5-13 without B_c).
+// for a batch starting at now (paper 004 Algorithm 2 lines 5-13 without B_c).
 func (f *Flex) refreshK(now float64) {
 	for m := range f.q {
 		f.k[m] = 0
@@ -213,7 +213,7 @@ func (f *Flex) bestK(excl int) (best, bestK, other, otherK int) {
 }
 
 // schedule starts batches on idle GPUs and, when preempt is set, applies the
-// preemption rule of Algorithm 1 line 16 to busy GPUs; re-enqueued requests
+// preemption rule of paper 004 Algorithm 1 line 16 to busy GPUs; re-enqueued requests
 // count as new arrivals (line 19), so it loops until nothing changes.
 func (f *Flex) schedule(now float64, preempt bool) {
 	f.expire(now)
@@ -241,7 +241,8 @@ func (f *Flex) schedule(now float64, preempt bool) {
 	}
 }
 
-// tryPreempt applies the preemption rule to busy GPU n: B_g(n) is the
+// tryPreempt applies the preemption rule of paper 004 Algorithm 1 (line
+// 16) to busy GPU n: B_g(n) is the
 // largest feasible batch over all model queues, where the queue of the
 // running model also offers the running batch's requests (Algorithm 2 lines
 // 6-7), for a batch that would start at the next exit point s. It preempts

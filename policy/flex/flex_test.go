@@ -302,3 +302,29 @@ func TestBatchGenPublicMatchesBruteForce(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanNexusHandExample(t *testing.T) {
+	models := []Model{{Name: "RN18", Alpha: 0.22, Beta: 3.74}}
+	sessions := []Session{{Model: 0, SLO: 250}}
+	// b = 128 (2*l(128) = 63.8 <= 250), T = 128/31.9 req/ms per GPU; a peak
+	// of 10 req/ms needs floor(10/T) = 2 dedicated GPUs plus one residual.
+	tput := 128 / models[0].Latency(128)
+	p, err := PlanNexus(models, sessions, []float64{10}, 12, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.GPUs) != 3 || p.Scale != 1 || p.GPUs[0][0].Batch != 128 {
+		t.Fatalf("plan %+v", p)
+	}
+	// With 2 GPUs the plan scales the peak down to what 2 dedicated GPUs serve.
+	p, err = PlanNexus(models, sessions, []float64{10}, 2, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.GPUs) > 2 || math.Abs(p.Scale-2*tput/10) > 1e-3 {
+		t.Fatalf("scale %v, want %v (plan %+v)", p.Scale, 2*tput/10, p)
+	}
+	if _, err := PlanNexus(models, sessions, []float64{1, 2}, 2, 128); err == nil {
+		t.Fatal("mismatched peaks accepted")
+	}
+}

@@ -107,6 +107,19 @@ func largestFeasible(q *queue, extra []Request, m *Model, start float64, maxB in
 		n = maxB
 	}
 	lo, hi := 0, n // invariant: lo feasible (0 trivially), answer in [lo, hi]
+	if len(extra) == 0 {
+		// count(d >= fin) >= k  <=>  the k-th largest deadline >= fin: O(1)
+		end := len(q.buf)
+		for lo < hi {
+			k := (lo + hi + 1) / 2
+			if q.buf[end-k].Deadline >= start+m.Alpha*float64(k)+m.Beta {
+				lo = k
+			} else {
+				hi = k - 1
+			}
+		}
+		return lo, start + m.Alpha*float64(lo) + m.Beta
+	}
 	for lo < hi {
 		k := (lo + hi + 1) / 2
 		fin := start + m.Alpha*float64(k) + m.Beta

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-
-	"gonum.org/v1/gonum/mat"
-	"gonum.org/v1/gonum/optimize/convex/lp"
 )
 
 // ExactLimits bounds the instances Exact accepts.
@@ -19,9 +16,10 @@ type ExactLimits struct {
 	MaxNodes int
 }
 
-// DefaultExactLimits allows 8 model-streams, 4 groups and 20,000 nodes.
+// DefaultExactLimits allows 6 model-streams, 6 groups and 50,000 nodes
+// (6 model-streams take a few seconds, see BenchmarkHerdExactSmall).
 func DefaultExactLimits() ExactLimits {
-	return ExactLimits{MaxModelStreams: 8, MaxGroups: 4, MaxNodes: 20000}
+	return ExactLimits{MaxModelStreams: 6, MaxGroups: 6, MaxNodes: 50000}
 }
 
 // Validate checks the limits.
@@ -36,9 +34,9 @@ func (l ExactLimits) Validate() error {
 var ErrTooLarge = errors.New("herd: instance too large for the exact solver")
 
 // Exact solves the linearised HERD ILP of paper 004 Sec. 4 to optimality by
-// depth-first branch-and-bound over its LP relaxation (each LP solved with
-// gonum's simplex). With J = min(#model-streams, N, MaxGroups... see below)
-// candidate groups, the variables are x_ij, z_kj, y_cj in {0,1}, size_j in
+// depth-first branch-and-bound over its LP relaxation (each LP solved by
+// solveLP, a dense two-phase simplex checked against gonum's lp.Simplex).
+// With J candidate groups (see below), the variables are x_ij, z_kj, y_cj in {0,1}, size_j in
 // {0..G-bar}, the objective t >= 0 and v_ij = t*x_ij:
 //
 //	maximise t
@@ -245,6 +243,24 @@ func Exact(p *Problem, lim ExactLimits) (Plan, error) {
 		sort.Ints(g.Models)
 		plan.Groups = append(plan.Groups, g)
 	}
+	// GPUs the optimum leaves unused cannot raise the minimum; hand them to
+	// the groups with the lowest size/need below G-bar anyway.
+	used := 0
+	for _, g := range plan.Groups {
+		used += g.Size
+	}
+	for ; used < p.Workers; used++ {
+		best := -1
+		for j, g := range plan.Groups {
+			if g.Size < p.GroupLimit && (best < 0 || g.BT() < plan.Groups[best].BT()) {
+				best = j
+			}
+		}
+		if best < 0 {
+			break
+		}
+		plan.Groups[best].Size++
+	}
 	mb, err := p.Check(plan)
 	if err != nil {
 		return Plan{}, fmt.Errorf("herd: exact solution failed its check: %w", err)
@@ -282,7 +298,7 @@ func (s *bnb) solve(bounds []bound) error {
 	}
 	obj, x, err := s.lp(bounds)
 	if err != nil {
-		if errors.Is(err, lp.ErrInfeasible) {
+		if errors.Is(err, errLPInfeasible) {
 			return nil
 		}
 		return fmt.Errorf("herd: LP relaxation: %w", err)
@@ -321,57 +337,50 @@ func (s *bnb) solve(bounds []bound) error {
 }
 
 // lp solves the relaxation with the extra bounds in standard form: every
-// inequality row gets its own slack column.
+// inequality row gets its own slack column; rows with a negative right-hand
+// side are negated so that b >= 0.
 func (s *bnb) lp(bounds []bound) (float64, []float64, error) {
 	nv := len(s.c)
 	nIneq := len(s.G) + len(bounds)
 	rows := nIneq + len(s.A)
 	cols := nv + nIneq
-	a := mat.NewDense(rows, cols, nil)
+	a := make([][]float64, rows)
 	bb := make([]float64, rows)
 	for r, g := range s.G {
-		for v, x := range g {
-			if x != 0 {
-				a.Set(r, v, x)
-			}
-		}
-		a.Set(r, nv+r, 1)
+		a[r] = make([]float64, cols)
+		copy(a[r], g)
+		a[r][nv+r] = 1
 		bb[r] = s.h[r]
 	}
 	for k, bd := range bounds {
 		r := len(s.G) + k
+		a[r] = make([]float64, cols)
 		if bd.upper {
-			a.Set(r, bd.v, 1)
+			a[r][bd.v] = 1
 			bb[r] = bd.val
 		} else {
-			a.Set(r, bd.v, -1)
+			a[r][bd.v] = -1
 			bb[r] = -bd.val
 		}
-		a.Set(r, nv+r, 1)
+		a[r][nv+r] = 1
 	}
 	for k, arow := range s.A {
 		r := nIneq + k
-		for v, x := range arow {
-			if x != 0 {
-				a.Set(r, v, x)
-			}
-		}
+		a[r] = make([]float64, cols)
+		copy(a[r], arow)
 		bb[r] = s.b[k]
 	}
 	c := make([]float64, cols)
 	copy(c, s.c)
-	// rows with a negative right-hand side are negated so b >= 0
 	for r := 0; r < rows; r++ {
 		if bb[r] < 0 {
 			bb[r] = -bb[r]
-			for v := 0; v < cols; v++ {
-				if x := a.At(r, v); x != 0 {
-					a.Set(r, v, -x)
-				}
+			for v := range a[r] {
+				a[r][v] = -a[r][v]
 			}
 		}
 	}
-	obj, x, err := lp.Simplex(c, a, bb, 1e-10, nil)
+	obj, x, err := solveLP(c, a, bb)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -6,8 +6,9 @@
 // to the constraints (a)-(e) of Sec. 4.
 //
 // Two solvers share one Problem: Exact, a branch-and-bound over the LP
-// relaxation of the linearised ILP (LPs solved with gonum's simplex; pure Go,
-// nothing to install), for small instances; and Heuristic, a greedy
+// relaxation of the linearised ILP (LPs solved by our own dense simplex,
+// cross-checked against gonum's; pure Go, nothing to install), for small
+// instances; and Heuristic, a greedy
 // load-balancing packer with an exact GPU water-filling step, for large ones.
 // The package is pure: no clock, no goroutines; callers time the solve.
 //

@@ -29,6 +29,17 @@ var TopologyIYAML []byte
 //go:embed catalog_yolov4.yaml
 var DefaultCatalogYAML []byte
 
+// Limits on generated catalogs, so a small document cannot request an
+// unbounded amount of memory.
+const (
+	// MaxTasks bounds task_count.
+	MaxTasks = 100_000
+	// MaxReplicas bounds replicas.
+	MaxReplicas = 1_000
+	// MaxModels bounds the number of models a catalog expands to.
+	MaxModels = 1_000_000
+)
+
 // topologyFile is the YAML shape of a topology.
 type topologyFile struct {
 	Name         string           `yaml:"name"`
@@ -100,8 +111,8 @@ func ParseCatalogYAML(data []byte) (*Catalog, error) {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	tasks := f.Tasks
-	if f.TaskCount < 0 {
-		return nil, fmt.Errorf("catalog: %w: task_count: %d is negative", ErrInvalid, f.TaskCount)
+	if f.TaskCount < 0 || f.TaskCount > MaxTasks {
+		return nil, fmt.Errorf("catalog: %w: task_count: %d outside [0, %d]", ErrInvalid, f.TaskCount, MaxTasks)
 	}
 	if f.TaskCount > 0 {
 		if len(tasks) > 0 {
@@ -116,8 +127,11 @@ func ParseCatalogYAML(data []byte) (*Catalog, error) {
 		}
 	}
 	replicas := f.Replicas
-	if replicas < 0 {
-		return nil, fmt.Errorf("catalog: %w: replicas: %d is negative", ErrInvalid, replicas)
+	if replicas < 0 || replicas > MaxReplicas {
+		return nil, fmt.Errorf("catalog: %w: replicas: %d outside [0, %d]", ErrInvalid, replicas, MaxReplicas)
+	}
+	if n := max(len(tasks), 1) * max(len(f.Variants), 1) * max(replicas, 1); n > MaxModels {
+		return nil, fmt.Errorf("catalog: %w: variants: %d tasks x %d variants x %d replicas = %d models exceeds %d", ErrInvalid, len(tasks), len(f.Variants), replicas, n, MaxModels)
 	}
 	if replicas == 0 {
 		replicas = 1

@@ -201,18 +201,44 @@ func (o *OLAG) Update(obs *Observation) {
 	}
 }
 
+// SGConfig configures StaticGreedyWith.
+type SGConfig struct {
+	// StopWhenAllServed adds the paper's first stopping rule (Sec. VI,
+	// "Static greedy": "This process is repeated until either the
+	// intermediate allocation is capable of serving all requests or none of
+	// the remaining valid allocations introduces a positive marginal
+	// gain"). Reading: the intermediate allocation is capable of serving all
+	// requests when, in every hindsight slot t, serving r_t under it with
+	// the serving strategy of Sec. III-E and each model's capacity L_m^v
+	// shared by all the types it serves (eq. 7) sends no request to a
+	// repository. false keeps only the second rule (no positive marginal
+	// gain).
+	StopWhenAllServed bool
+}
+
+// DefaultSGConfig returns the paper's SG: both stopping rules.
+func DefaultSGConfig() SGConfig { return SGConfig{StopWhenAllServed: true} }
+
 // StaticGreedy is SG of paper 000 Sec. VI, the cost-benefit greedy of [62]
-// in hindsight: starting from omega it repeatedly adds the (v, m) of
-// highest marginal time-averaged gain (eq. 14) per unit of size among
-// those that fit in v's remaining budget, until no addition has a positive
-// marginal gain. The gain is submodular (Lemma A.2), so marginal gains are
-// evaluated lazily (a max-heap of stale upper bounds).
+// in hindsight, with DefaultSGConfig: starting from omega it repeatedly
+// adds the (v, m) of highest marginal time-averaged gain (eq. 14) per unit
+// of size among those that fit in v's remaining budget, until the
+// allocation is capable of serving all requests without the repositories
+// or no addition has a positive marginal gain (see SGConfig). The gain is
+// submodular (Lemma A.2), so marginal gains are evaluated lazily (a
+// max-heap of stale upper bounds).
 //
 // Reading: the potential available capacities used in hindsight are the
 // contention-free l = min{L_m^v, r_rho} (Sec. III-D), since the run-time
-// capacities depend on the allocation being built. batches lists r_t for
+// capacities depend on the allocation being built (the paper states how
+// capacities are obtained only for INFIDA_OFFLINE). batches lists r_t for
 // the slots SG optimises over (callers may subsample a long horizon).
 func StaticGreedy(in *idn.Instance, batches [][]float64) []float64 {
+	return StaticGreedyWith(in, batches, DefaultSGConfig())
+}
+
+// StaticGreedyWith is StaticGreedy with an explicit configuration.
+func StaticGreedyWith(in *idn.Instance, batches [][]float64, cfg SGConfig) []float64 {
 	x := in.OmegaAlloc()
 	loads := make([]idn.Loads, len(batches))
 	for t, r := range batches {
@@ -227,6 +253,51 @@ func StaticGreedy(in *idn.Instance, batches [][]float64) []float64 {
 				touch[i] = append(touch[i], rho)
 			}
 		}
+	}
+	// cover[t][rho]: non-repository effective capacity of rho in slot t
+	// under x; short counts the (t, rho) with cover < r (first stop rule).
+	cover := make([][]float64, len(batches))
+	short := 0
+	for t, r := range batches {
+		cover[t] = make([]float64, len(in.Types))
+		for rho := range in.Types {
+			if r[rho] > 0 {
+				short++
+			}
+		}
+	}
+	// allServed is the first stop rule. The per-type cover above ignores
+	// that a model's capacity is shared by every type it serves (eq. 7), so
+	// it is only a necessary condition; once it holds, every hindsight
+	// batch is served under x with shared capacities (types in index order,
+	// the serving strategy of Sec. III-E) and the rule holds when no
+	// request reaches a repository.
+	rem := make([]float64, len(in.Cap))
+	var scratch []float64
+	allServed := func() bool {
+		if !cfg.StopWhenAllServed || short > 0 {
+			return false
+		}
+		for _, r := range batches {
+			copy(rem, in.Cap)
+			for rho, t := range in.Types {
+				if r[rho] <= 0 {
+					continue
+				}
+				if cap(scratch) < len(t.Cands) {
+					scratch = make([]float64, len(t.Cands))
+				}
+				sv := scratch[:len(t.Cands)]
+				clear(sv)
+				in.TypeServe(rho, r[rho], x, rem, sv)
+				for k, c := range t.Cands {
+					if c.Repo && sv[k] > 1e-9 {
+						return false
+					}
+				}
+			}
+		}
+		return true
 	}
 	cur := make([][]float64, len(batches)) // current gain per slot per type
 	for t := range batches {
@@ -259,7 +330,7 @@ func StaticGreedy(in *idn.Instance, batches [][]float64) []float64 {
 		}
 	}
 	heap.Init(h)
-	for h.Len() > 0 {
+	for h.Len() > 0 && !allServed() {
 		top := heap.Pop(h).(lazyItem)
 		v := top.i / in.NM
 		if in.Size[top.i] > budget[v]+1e-9 {
@@ -279,6 +350,18 @@ func StaticGreedy(in *idn.Instance, batches [][]float64) []float64 {
 		for _, rho := range touch[top.i] {
 			for t := range batches {
 				cur[t][rho] = in.TypeGain13(rho, batches[t][rho], loads[t][rho], x)
+				r := batches[t][rho]
+				if r <= 0 || cover[t][rho] >= r {
+					continue
+				}
+				for k, c := range in.Types[rho].Cands {
+					if !c.Repo && in.Index(c.V, c.M) == top.i {
+						cover[t][rho] += loads[t][rho][k]
+					}
+				}
+				if cover[t][rho] >= r {
+					short--
+				}
 			}
 		}
 	}

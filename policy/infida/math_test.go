@@ -303,3 +303,41 @@ func TestTheoryEtaAndInit(t *testing.T) {
 		t.Fatal("linear stretching")
 	}
 }
+
+// One INFIDA slot run vertex by vertex from the distributed subgradient
+// (what the allocator actors will do) gives the centralised policy's state.
+func TestVertexStatesMatchCentralisedUpdate(t *testing.T) {
+	rng := sim.NewRand(14)
+	for trial := 0; trial < 50; trial++ {
+		in, r, l := idntest.Random(rng, 2+rng.IntN(3), 1+rng.IntN(3), 1+rng.IntN(4), 5*rng.Float64())
+		cfg := DefaultConfig()
+		p, err := New(in, cfg, sim.NewRand(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var states []*VertexState
+		for v := 0; v < in.NV; v++ {
+			if st := NewVertexState(in, v); len(st.Models) > 0 {
+				states = append(states, st)
+			}
+		}
+		y := p.Fractional()
+		for step := 0; step < 3; step++ {
+			g := make([]float64, len(y))
+			DistributedSubgradient(in, r, l, y, g)
+			for _, st := range states {
+				base := in.Index(st.V, 0)
+				st.Step(g[base:base+in.NM], cfg.Eta)
+			}
+			p.Update(&Observation{R: r, L: l})
+			y = p.Fractional()
+			for _, st := range states {
+				for i, m := range st.Models {
+					if d := math.Abs(st.Y[i] - y[in.Index(st.V, m)]); d > 1e-12 {
+						t.Fatalf("trial %d step %d: vertex %d model %d differs by %v", trial, step, st.V, m, d)
+					}
+				}
+			}
+		}
+	}
+}

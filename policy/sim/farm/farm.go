@@ -268,6 +268,12 @@ func New(cfg Config, d Dispatcher) (*Sim, error) {
 	s.class = make([]uint8, s.n)
 	s.off = make([]int, k)
 	s.q = make([]fifo, s.n)
+	// initial 4-slot rings from one slab: neighbouring servers' queues
+	// share cache lines; a ring that outgrows it gets its own array.
+	slab := make([]float64, 4*s.n)
+	for i := range s.q {
+		s.q[i].buf = slab[4*i : 4*i+4 : 4*i+4]
+	}
 	s.busy = make([]int32, k)
 	s.busyList = make([]int32, s.n)
 	s.pos = make([]int32, s.n)

@@ -56,6 +56,8 @@ type Config struct {
 	// whose event rate exceeds 1/cost falls behind. 0 = free scheduling.
 	// The model applies to flex, flex-np and clockwork (one scheduler per
 	// group), not to nexus (static per-session plan, no central scheduler).
+	// Queued arrivals that can no longer meet their deadline when the
+	// scheduler reaches them are shed at no cost (counted as dropped).
 	SchedCostBase   float64
 	SchedCostPerGPU float64
 }
@@ -313,11 +315,25 @@ func Run(cfg Config, wl *Workload) (Result, error) {
 		if e.kind == evSchedFree {
 			g := groups[e.group]
 			g.wake = false
-			pe := g.queue[g.qhead]
-			g.queue[g.qhead] = pendingEvent{}
-			g.qhead++
+			var pe pendingEvent
+			live := false
+			for g.qhead < len(g.queue) && !live {
+				pe = g.queue[g.qhead]
+				g.queue[g.qhead] = pendingEvent{}
+				g.qhead++
+				// load shedding: an arrival that can no longer meet its
+				// deadline is discarded at no scheduler cost
+				if pe.e.kind == evArrival && t+cfg.Models[pe.e.req.Model].Latency(1) > pe.e.req.Deadline {
+					dropped++
+					continue
+				}
+				live = true
+			}
 			if g.qhead == len(g.queue) {
 				g.queue, g.qhead = g.queue[:0], 0
+			}
+			if !live {
+				continue
 			}
 			res.SchedLag = math.Max(res.SchedLag, t-pe.t)
 			g.busy = t + g.cost
@@ -436,7 +452,8 @@ func build(cfg Config, wl *Workload, res *Result) ([]*group, []int, []int, error
 	return groups, routeOf, nil, nil
 }
 
-// PlanGroups runs HERD (herd.Heuristic) on the workload's mean stream rates:
+// PlanGroups runs HERD on the workload's mean stream rates (herd.Exact when
+// there are at most 4 model-streams and groups, herd.Heuristic otherwise):
 // n_i = rate_i / T_i (herd.Throughput), streams aggregated per model into
 // model-streams of need <= MaxNeedPerModelStream (default G-bar/2), one
 // affinity set, unlimited memory (the paper: "large enough to fit all 13
@@ -465,7 +482,11 @@ func PlanGroups(cfg Config, wl *Workload) (herd.Plan, [][]int, error) {
 	}
 	ms := herd.Aggregate(loads, maxNeed)
 	p := &herd.Problem{ModelStreams: ms, ModelMem: make([]float64, len(cfg.Models)), AffinitySet: make([]int, len(cfg.Models)), Workers: cfg.Workers, GroupLimit: limit}
-	plan, err := herd.Heuristic(p)
+	// exact branch-and-bound for small instances, the heuristic otherwise
+	plan, err := herd.Exact(p, herd.ExactLimits{MaxModelStreams: 4, MaxGroups: 4, MaxNodes: 20000})
+	if err != nil {
+		plan, err = herd.Heuristic(p)
+	}
 	if err != nil {
 		return herd.Plan{}, nil, err
 	}

@@ -44,17 +44,20 @@ type ExperimentConfig struct {
 	SGSlots int
 	// OLAG selects the reading of OLAG's counters.
 	OLAG infida.OLAGCounters
+	// SG configures SG's stopping rules (default: the paper's two rules).
+	SG infida.SGConfig
 }
 
 // DefaultExperimentConfig returns Topology II, the YOLOv4 catalog, alpha =
 // 1, the default workload, all four policies, T = 720 slots (12 hours),
-// INFIDA defaults, 1 offline epoch, SG over at most 120 slots.
+// INFIDA defaults, 1 offline epoch, SG over at most 120 slots with both of
+// the paper's stopping rules.
 func DefaultExperimentConfig() ExperimentConfig {
 	return ExperimentConfig{
 		Graph: idn.TopologyII(), Catalog: idn.YOLOv4Catalog(), Instance: idn.DefaultInstanceConfig(),
 		Workload: DefaultWorkloadConfig(), Serving: DefaultConfig(), INFIDA: infida.DefaultConfig(),
 		Policies: []string{PolicyINFIDA, PolicyOLAG, PolicySG, PolicyOffline}, Slots: 720, Seed: 1,
-		OfflineEpochs: 1, SGSlots: 120,
+		OfflineEpochs: 1, SGSlots: 120, SG: infida.DefaultSGConfig(),
 	}
 }
 
@@ -183,7 +186,7 @@ func RunPrepared(c ExperimentConfig, s *Setup, progress func(string)) ([]Result,
 			p = infida.NewOLAG(in, c.OLAG)
 		case PolicySG:
 			say("SG: greedy in hindsight over %d slots", min(c.SGSlots, len(s.Batches)))
-			p = infida.NewStatic(in, "SG", infida.StaticGreedy(in, subsample(s.Batches, c.SGSlots)))
+			p = infida.NewStatic(in, "SG", infida.StaticGreedyWith(in, subsample(s.Batches, c.SGSlots), c.SG))
 		case PolicyOffline:
 			say("INFIDA_OFFLINE: %d epoch(s) over %d slots", c.OfflineEpochs, len(s.Batches))
 			ocfg := c.INFIDA
