@@ -514,20 +514,13 @@ func (g *Group) maybeBootstrap() {
 		if g.shuttingDown() {
 			return
 		}
-		var resp raft.RequestPreVoteResponse
-		req := &raft.RequestPreVoteRequest{
-			RPCHeader: raft.RPCHeader{
-				ProtocolVersion: raft.ProtocolVersionMax,
-				ID:              []byte(g.cfg.NodeID),
-				Addr:            g.trans.EncodePeer(raft.ServerID(g.cfg.NodeID), g.trans.LocalAddr()),
-			},
-		}
-		if err := g.trans.RequestPreVote(raft.ServerID(id), raft.ServerAddress(peers[id]), req, &resp); err != nil {
+		term, err := g.probe(id, peers[id])
+		if err != nil {
 			g.log.Debug("bootstrap: peer not reachable yet", "peer", id, "err", err)
 			return
 		}
-		if resp.Term > 0 {
-			g.log.Info("bootstrap: peer already has raft state; waiting to be added", "peer", id, "term", resp.Term)
+		if term > 0 {
+			g.log.Info("bootstrap: peer already has raft state; waiting to be added", "peer", id, "term", term)
 			return
 		}
 	}
@@ -548,6 +541,24 @@ func (g *Group) maybeBootstrap() {
 		return
 	}
 	g.bootstrapped.Store(true)
+}
+
+// probe asks a peer's Raft transport for its current term with a pre-vote
+// request for term 0, which changes nothing on the peer (term 0 = no Raft
+// state). An error means the peer's Raft endpoint is not reachable.
+func (g *Group) probe(id, addr string) (uint64, error) {
+	var resp raft.RequestPreVoteResponse
+	req := &raft.RequestPreVoteRequest{
+		RPCHeader: raft.RPCHeader{
+			ProtocolVersion: raft.ProtocolVersionMax,
+			ID:              []byte(g.cfg.NodeID),
+			Addr:            g.trans.EncodePeer(raft.ServerID(g.cfg.NodeID), g.trans.LocalAddr()),
+		},
+	}
+	if err := g.trans.RequestPreVote(raft.ServerID(id), raft.ServerAddress(addr), req, &resp); err != nil {
+		return 0, err
+	}
+	return resp.Term, nil
 }
 
 // leaderReconcile adds gossip-visible peers missing from the configuration,
@@ -592,6 +603,12 @@ func (g *Group) leaderReconcile() {
 				return
 			}
 			if cur, ok := inConf[id]; ok && cur == addr {
+				continue
+			}
+			// Never add an unreachable voter: in a small group it would cost
+			// the quorum (a group of one adding a dead second voter stalls).
+			if _, err := g.probe(id, addr); err != nil {
+				g.log.Debug("not adding unreachable peer yet", "peer", id, "addr", addr, "err", err)
 				continue
 			}
 			if err := g.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout).Error(); err != nil {

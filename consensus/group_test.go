@@ -564,3 +564,16 @@ func TestMeasureFailover(t *testing.T) {
 	t.Logf("re-election after a leader crash over %d runs: min %v median %v max %v", len(ds),
 		ds[0].Round(time.Millisecond), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
 }
+
+func TestUnreachablePeerNotAdded(t *testing.T) {
+	checkNoLeaks(t)
+	solo := start(t, "a", t.TempDir(), 1, nil)
+	waitLeader(t, solo)
+	// gossip shows a second node of the vertex whose Raft address is dead
+	solo.g.UpdatePeers([]Peer{{ID: "a", RaftAddr: solo.g.Addr()}, {ID: "b", RaftAddr: "127.0.0.1:1"}})
+	time.Sleep(3 * DefaultLocalConfig().ReconcileInterval)
+	if s, _ := solo.g.Servers(); len(s) != 1 {
+		t.Fatalf("unreachable peer added: %v", s)
+	}
+	mustApply(t, advance(), solo) // the group of one still commits
+}

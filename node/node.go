@@ -102,12 +102,13 @@ type Node struct {
 	wg       sync.WaitGroup
 
 	// state owned by the control loop, published for status readers under mu
-	mu          sync.Mutex
-	schedPID    *actor.PID
-	leaderName  string
-	leaderAddr  string
-	members     []gossip.Member
-	stateHosted []string
+	mu           sync.Mutex
+	schedPID     *actor.PID
+	leaderName   string
+	leaderAddr   string
+	members      []gossip.Member
+	stateHosted  []string
+	routerHosted bool // x^v sent to the router at least once (control loop only)
 
 	started  atomic.Bool
 	joined   atomic.Bool
@@ -648,6 +649,8 @@ func (n *Node) sync() {
 	n.leaderName, n.leaderAddr = id, leaderAddr
 	n.members = members
 	hostedChanged := !slices.Equal(st.GetHostedModels(), n.stateHosted)
+	tellRouter := hostedChanged || !n.routerHosted
+	n.routerHosted = true
 	n.stateHosted = st.GetHostedModels()
 	sched := n.schedPID
 	n.mu.Unlock()
@@ -676,6 +679,9 @@ func (n *Node) sync() {
 	}
 	n.system.Root.Send(n.routerPID, snap)
 	n.system.Root.Send(n.routerPID, lc)
+	if tellRouter {
+		n.system.Root.Send(n.routerPID, &router.Hosted{Models: n.hostedFrom(st)})
+	}
 	if pid := n.scheduler(); pid != nil {
 		n.system.Root.Send(pid, snap)
 		if leaderChanged {

@@ -43,6 +43,15 @@ type ForwardOut struct {
 // Tick drives ack timeouts and relay retries; the actor schedules it itself.
 type Tick struct{}
 
+// Hosted tells the router x^v of its own vertex (from the replicated state).
+// With it the router forwards a request straight to the next vertex when no
+// hosted model of the task meets the request's min_accuracy, without a
+// round trip through the vertex scheduler (which would forward it anyway).
+type Hosted struct {
+	// Models are catalog model names.
+	Models []string
+}
+
 // deliverNow is a forward whose emulated RTT has elapsed.
 type deliverNow struct{ req *messages.InferRequest }
 
@@ -84,6 +93,9 @@ type Stats struct {
 	Skipped uint64
 	// Malformed counts rejected wire messages.
 	Malformed uint64
+	// Shortcuts counts requests forwarded without asking the own vertex's
+	// scheduler (no hosted model meets their min_accuracy).
+	Shortcuts uint64
 }
 
 // Core is the router's logic.
@@ -98,6 +110,8 @@ type Core struct {
 	self    *actor.PID
 	stats   Stats
 	out     []wire.Out
+	// bestAcc is the best accuracy hosted here per task; nil = x^v unknown.
+	bestAcc map[string]float64
 }
 
 // NewCore returns a router core.
@@ -169,6 +183,16 @@ func (c *Core) Handle(now time.Time, msg any) []wire.Out {
 	case *view.LeaderChanged:
 		c.view.Apply(m)
 		c.flushRelay(now)
+	case *Hosted:
+		c.bestAcc = map[string]float64{}
+		for _, name := range m.Models {
+			if i, ok := c.cfg.Catalog.ModelIndex(name); ok {
+				md := c.cfg.Catalog.Models[i]
+				if a, seen := c.bestAcc[md.Task]; !seen || md.Accuracy > a {
+					c.bestAcc[md.Task] = md.Accuracy
+				}
+			}
+		}
 	}
 	return c.out
 }
@@ -215,6 +239,15 @@ func (c *Core) incoming(now time.Time, r *messages.InferRequest) {
 	if r.Path[r.Hop] != c.cfg.Vertex {
 		c.stats.Malformed++
 		c.reply(r, messages.ErrorKind_ERROR_KIND_INTERNAL, "forward for vertex %q reached node %q of vertex %q", r.Path[r.Hop], c.cfg.Node, c.cfg.Vertex)
+		return
+	}
+	if c.cannotServe(r) {
+		// Accept (ack) and forward on ourselves.
+		if to := wire.PID(r.AckTo); to != nil {
+			c.send(to, &messages.ForwardAck{ForwardId: r.ForwardId, Vertex: c.cfg.Vertex, Node: c.cfg.Node})
+		}
+		c.stats.Shortcuts++
+		c.forwardOut(now, r)
 		return
 	}
 	c.relayToScheduler(now, r)
@@ -289,6 +322,11 @@ func (c *Core) deliverAttempt(now time.Time, r *messages.InferRequest, tried map
 			return
 		}
 		v := r.Path[r.Hop]
+		if v == c.cfg.Vertex && c.cannotServe(r) {
+			c.stats.Shortcuts++
+			c.forwardOut(now, r)
+			return
+		}
 		if v == c.cfg.Vertex {
 			l := c.view.Leader()
 			if l.RemoteAddr == "" {
@@ -341,6 +379,17 @@ func (c *Core) deliverAttempt(now time.Time, r *messages.InferRequest, tried map
 		r = n
 		tried = nil
 	}
+}
+
+// cannotServe reports whether this vertex certainly cannot serve r: it is
+// not the last vertex of the path (the repository always serves) and no
+// model it hosts for r's task meets r's min_accuracy.
+func (c *Core) cannotServe(r *messages.InferRequest) bool {
+	if c.bestAcc == nil || int(r.Hop)+1 >= len(r.Path) {
+		return false
+	}
+	a, ok := c.bestAcc[r.Task]
+	return !ok || a < r.MinAccuracy
 }
 
 func (c *Core) sendTracked(now time.Time, r *messages.InferRequest, target string, to *actor.PID, tried map[string]bool, attempt int) {

@@ -199,3 +199,20 @@ func TestIncomingRelayedToLeaderOrHeld(t *testing.T) {
 		t.Fatalf("stats %+v", r.Stats())
 	}
 }
+
+func TestShortcutWhenNothingAcceptableHostedHere(t *testing.T) {
+	r := newCore(t, false)
+	r.Handle(t0, &Hosted{Models: []string{"m"}}) // accuracy 0.5
+	q := req("det")
+	q.MinAccuracy = 0.9
+	o := one(t, r.Handle(t0, &Submit{Req: q}))
+	m := o.Msg.(*messages.InferRequest)
+	if o.To.Id != view.RouterID || m.Hop != 1 || r.Stats().Shortcuts != 1 {
+		t.Fatalf("want a direct forward to mid, got %v %+v", o.To, m)
+	}
+	// Acceptable here: goes to the vertex scheduler.
+	o = one(t, r.Handle(t0, &Submit{Req: req("det")}))
+	if o.To.Id != view.SchedulerID {
+		t.Fatalf("want the scheduler, got %v", o.To)
+	}
+}

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,7 +17,11 @@ type Actor struct {
 	root  actor.SenderContext
 	delay wire.Delayer
 	init  []any
+	gen   uint64
 }
+
+// generations numbers scheduler incarnations (see Tick.Gen).
+var generations atomic.Uint64
 
 var _ actor.Actor = (*Actor)(nil)
 
@@ -24,13 +29,13 @@ var _ actor.Actor = (*Actor)(nil)
 // view.MembersSnapshot and view.LeaderChanged) are applied when it starts.
 func Props(cfg Config, root actor.SenderContext, delay wire.Delayer, init ...any) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &Actor{core: NewCore(cfg), root: root, delay: delay, init: init}
+		return &Actor{core: NewCore(cfg), root: root, delay: delay, init: init, gen: generations.Add(1)}
 	})
 }
 
 // Receive handles one message.
 func (a *Actor) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
+	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		for _, m := range a.init {
 			wire.Send(ctx, a.root, a.delay, a.core.Handle(time.Now(), m))
@@ -46,6 +51,9 @@ func (a *Actor) Receive(ctx actor.Context) {
 		ctx.Respond(a.core.Stats())
 		return
 	case *Tick:
+		if m.Gen != a.gen {
+			return
+		}
 		a.scheduleTick(ctx.Self())
 	}
 	wire.Send(ctx, a.root, a.delay, a.core.Handle(time.Now(), ctx.Message()))
@@ -55,6 +63,6 @@ func (a *Actor) scheduleTick(self *actor.PID) {
 	if a.delay == nil {
 		return
 	}
-	root := a.root
-	a.delay.After(a.core.cfg.TickEvery, func() { root.Send(self, &Tick{}) })
+	root, gen := a.root, a.gen
+	a.delay.After(a.core.cfg.TickEvery, func() { root.Send(self, &Tick{Gen: gen}) })
 }

@@ -34,7 +34,11 @@ type HostedChanged struct {
 }
 
 // Tick expires queued requests and lost batches; the actor schedules it itself.
-type Tick struct{}
+type Tick struct {
+	// Gen identifies the actor incarnation that scheduled it: a tick of a
+	// stopped scheduler reaching its successor (same process id) is dropped.
+	Gen uint64
+}
 
 // Config configures a scheduler.
 type Config struct {
@@ -121,7 +125,8 @@ type Core struct {
 	execs    map[string]*execState
 	execList []*execState
 	inflight map[uint64]*batch
-	known    map[string]bool // ids queued or in flight: duplicates (retried forwards) are only acked
+	known    map[string]bool  // ids queued or in flight: duplicates (retried forwards) are only acked
+	cands    map[string][]int // task -> hosted models, best accuracy first (reset when x^v changes)
 	nextB    uint64
 	self     *actor.PID
 	router   *actor.PID
@@ -178,6 +183,7 @@ func (c *Core) Handle(now time.Time, msg any) []wire.Out {
 	case *Tick:
 		c.tick(now)
 	case *HostedChanged:
+		c.cands = nil
 		c.hosted = map[string]bool{}
 		for _, n := range m.Models {
 			c.hosted[n] = true
@@ -240,8 +246,23 @@ func ProfileOf(cat *idn.Catalog, m int, gpuKind string) gpu.Profile {
 	return gpu.Profile{AlphaMs: alpha, BetaMs: one - alpha}
 }
 
-// candidates returns the hosted models of task, best accuracy first.
+// candidates returns the hosted models of task, best accuracy first. The
+// slice is cached until x^v changes and must not be modified.
 func (c *Core) candidates(task string) []int {
+	if out, ok := c.cands[task]; ok {
+		return out
+	}
+	if c.cands == nil {
+		c.cands = map[string][]int{}
+	}
+	out := c.computeCandidates(task)
+	if _, known := c.cfg.Catalog.TaskIndex(task); known { // never cache names from the wire
+		c.cands[task] = out
+	}
+	return out
+}
+
+func (c *Core) computeCandidates(task string) []int {
 	var out []int
 	for _, i := range c.cfg.Catalog.ModelsFor(task) {
 		if c.hosted[c.cfg.Catalog.Models[i].Name] {

@@ -65,6 +65,33 @@ func TestExperimentInfidaJSONAndYAML(t *testing.T) {
 	}
 }
 
+// TestExperimentInfidaSGStop checks the --sg-stop flag on a light load
+// (300 rps on Topology II), where the edge can serve every request: the
+// paper's SG stops as soon as no request reaches the repository, so it
+// ends strictly below the gain-only SG, which keeps adding models while
+// they lower the cost (same greedy sequence, cut short).
+func TestExperimentInfidaSGStop(t *testing.T) {
+	ntag := func(stop string) float64 {
+		var out, errb bytes.Buffer
+		err := runExperimentInfida(context.Background(), []string{"--topology", "II", "--slots", "6", "--sg-slots", "6",
+			"--policies", "sg", "--sg-stop", stop, "--rate", "300", "--json"}, &out, &errb)
+		if err != nil {
+			t.Fatal(err, errb.String())
+		}
+		var rows []struct {
+			NTAG float64 `json:"ntag"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("json: %v\n%s", err, out.String())
+		}
+		return rows[0].NTAG
+	}
+	served, gain := ntag("served"), ntag("gain")
+	if !(served < gain) {
+		t.Fatalf("SG with the paper's stop rule NTAG %v, gain-only %v: want the stop rule to cut the greedy short", served, gain)
+	}
+}
+
 func TestExperimentInfidaErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"--topology", "III"},
@@ -75,6 +102,7 @@ func TestExperimentInfidaErrors(t *testing.T) {
 		{"--residual", "x"},
 		{"--refresh", "0"},
 		{"--olag-counters", "x"},
+		{"--sg-stop", "x"},
 		{"stray"},
 	} {
 		var out, errb bytes.Buffer

@@ -369,6 +369,10 @@ func writeCheckpointFile(path string, a *rl.Agent, meta rl.CheckpointMeta) error
 		os.Remove(tmp.Name())
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}

@@ -94,5 +94,42 @@
 // repository picks the second most accurate model (yolov4-512p) for alpha
 // in {3,4,5}, as Sec. VI-A states; with a 0..1 scale the accuracy term would
 // be negligible for every alpha the paper uses. InstanceConfig.InaccuracyScale
-// (default 100) makes this explicit.
+// (default 100) makes this explicit. Checked against the alternatives with
+// Table II's Titan RTX column at the repository (67 ms of RTT is common to
+// all): in ms with a 0..1 accuracy the cheapest repository model is
+// tiny-288p for every alpha <= 5; in seconds with a 0..1 accuracy it is
+// 608p for alpha = 3, 4, 5; only ms with mAP points gives 512p ("the
+// repository node picks the second most accurate model because it provides
+// the smallest combined cost in Eq. (6)", Sec. VI-A) for alpha in {3,4,5}
+// (and 6, 7). Delay d_m^v = 1000/FPS ms ("as model complexity decreases,
+// the number of frames a GPU can process per second increases, and
+// consequently the average inference delay decreases", Sec. VI).
+//
+// Capacities are per hosted model: L_m^v = FPS * slot seconds for every
+// model on v, independently of the other models v hosts ("it can serve at
+// most L_m^v requests during one time slot", Sec. III-D). Sec. III-D adds
+// "in absence of other requests for other models", which could suggest
+// that co-located models share one GPU's throughput, but the paper's own
+// model and experiments make replicas add capacity: footnote 2 ("each node
+// [may] host multiple copies of the same model to satisfy a larger number
+// of request[s] ... two distinct models with identical performance and
+// requirements"), eq. 7 subtracts only the same model's load from L_m^v,
+// and in Fig. 5c INFIDA "selects instead multiple replicas of the most
+// accurate models. Since higher quality models feature, in general, a
+// lower serving capacity" -- replicas on one vertex would be useless if
+// they shared one GPU's frames per second. So a vertex's models do not
+// share throughput; the only per-vertex resource is GPU memory ("We take
+// GPU memory of the computing nodes as the limiting budget", Sec. VI),
+// s_m^v = Table II's memory (MB) per replica, and 1 GB = 1024 MB.
+//
+// Repository: Sec. III-A says repository nodes "always run one model
+// capable of serving all the requests for task i" and Sec. VI-A that "the
+// tier-0 node acts as a repository and its allocation is fixed; ... the
+// repository node picks the second most accurate model because it provides
+// the smallest combined cost". Marking every model of the task as a
+// repository model (omega = 1) with unlimited capacity, as this package
+// does ("The node at tier 0 can store the entire models catalog", Sec. VI),
+// serves exactly like hosting only that cheapest model with unlimited
+// capacity: requests reaching the repository always take its cheapest
+// model (RequestType.Cands stops there), so costs and gains are the same.
 package idn

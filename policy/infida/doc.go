@@ -31,6 +31,9 @@
 //
 // Readings where the paper is ambiguous are stated on the functions: the
 // OLAG counters (OLAGCounters), SG's hindsight capacities (contention-free
-// min{L, r}), the residual rounding, the handling of zero entries in the
+// min{L, r}) and its first stopping rule ("until either the intermediate
+// allocation is capable of serving all requests or none of the remaining
+// valid allocations introduces a positive marginal gain", SGConfig), the
+// residual rounding, the handling of zero entries in the
 // projection, and a floor of 1e-300 on y so the entropy stays finite.
 package infida

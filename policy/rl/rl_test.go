@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"os"
 	"testing"
 
 	"github.com/idn-net/idn/policy/sim"
@@ -362,6 +363,40 @@ func TestRolloutAndUpdateDeterministic(t *testing.T) {
 	for i := range x {
 		if x[i] != y[i] {
 			t.Fatalf("param %d: %v vs %v: not deterministic", i, x[i], y[i])
+		}
+	}
+}
+
+// The committed checkpoints (see testdata/README.md) decode, match the
+// serving system they were trained for, and act on it.
+func TestCommittedCheckpoints(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		fo   bool
+	}{{"testdata/rl-po-spp.ckpt", false}, {"testdata/rl-fo-spp.ckpt", true}} {
+		fh, err := os.Open(tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, meta, err := ReadCheckpoint(fh)
+		fh.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		if a.Cfg.FullObs != tc.fo || meta.Workload != "spp" || meta.Command == "" {
+			t.Fatalf("%s: fo=%v workload=%q command=%q", tc.file, a.Cfg.FullObs, meta.Workload, meta.Command)
+		}
+		icfg := instances.DefaultConfig()
+		if a.Actor.In() != instances.ObsSize(4, icfg.Capacity, 2, tc.fo) {
+			t.Fatalf("%s: observation size %d", tc.file, a.Actor.In())
+		}
+		sys, err := instances.New(icfg, instances.SPPWorkload(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := Run(sys, NewPolicy("p", a), 2000).Total()
+		if m.Arrivals == 0 || m.Goodput <= 0 {
+			t.Fatalf("%s: no service: %+v", tc.file, m)
 		}
 	}
 }

@@ -135,3 +135,41 @@ func TestValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// coin sends each query to server 0 or 1 with probability 1/2 (a Bernoulli
+// split of a Poisson stream: each server is an independent M/G/1 queue).
+type coin struct{ x uint64 }
+
+func (p *coin) Dispatch() int {
+	p.x = p.x*6364136223846793005 + 1442695040888963407
+	return int(p.x >> 63)
+}
+func (p *coin) Departed(int, bool) {}
+func (p *coin) Blocked(int)        {}
+
+// Two classes (mu = 1 and 0.5), one server each, random split of rate 0.6:
+// the mean response time is the average of two M/M/1 (or M/D/1) queues with
+// arrival rate 0.3 each, which checks both engines across classes.
+func TestTwoClassesClosedForm(t *testing.T) {
+	for _, tc := range []struct {
+		svc  Service
+		want float64
+	}{
+		{Exponential, 0.5 * (1/(1-0.3) + 1/(0.5-0.3))},                         // 3.2143
+		{Deterministic, 0.5 * ((1 + 0.3/(2*(1-0.3))) + (2 + 0.6/(2*0.5*0.4)))}, // P-K: 2.3571
+	} {
+		cfg := Config{Mu: []float64{1, 0.5}, A: []float64{1, 2}, Counts: []int{1, 1}, Lambda: 0.3, Service: tc.svc,
+			MaxDepartures: 600_000, WarmupDepartures: 20_000, Seed: 9}
+		res, err := Run(cfg, &coin{x: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%v: mean response %.4f, closed form %.4f", tc.svc, res.MeanResponse, tc.want)
+		if math.Abs(res.MeanResponse-tc.want) > 0.03*tc.want {
+			t.Errorf("%v: mean response %v, want %v", tc.svc, res.MeanResponse, tc.want)
+		}
+		if math.Abs(res.ClassShare[0]-0.5) > 0.01 {
+			t.Errorf("%v: class share %v", tc.svc, res.ClassShare)
+		}
+	}
+}

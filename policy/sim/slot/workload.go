@@ -116,7 +116,14 @@ type Workload struct {
 
 // BuildTypes draws the request types of Sec. VI: each task is assigned to
 // EntriesPerTask distinct random base stations (vertices of the highest
-// tier; all of them if there are fewer).
+// tier; all of them if there are fewer). Reading of "Each request type is
+// assigned randomly to two base stations in tier 4": a request type
+// rho = (i, p) has one entry vertex p_1 (Sec. III-B), so the sentence can
+// only mean that each task's requests enter at two random base stations,
+// i.e. two request types per task (40 for 20 tasks), and the task's
+// requests are split evenly between them; the 7,500 rps are the whole
+// network's rate ("requests arrive at a constant rate of 7,500 requests
+// per second"), split over the tasks by the popularity profile.
 func BuildTypes(g *idn.Graph, c *idn.Catalog, cfg WorkloadConfig, rng *rand.Rand) []idn.TypeKey {
 	bs := g.BaseStations()
 	var keys []idn.TypeKey
