@@ -43,7 +43,7 @@ func Example() {
 		var peers []consensus.Peer
 		for _, m := range g.Members() {
 			if m.Meta.Vertex == "v1" {
-				peers = append(peers, consensus.Peer{ID: m.Name, RaftAddr: m.Meta.RaftAddr})
+				peers = append(peers, consensus.Peer{ID: m.Name, RaftAddr: m.Meta.RaftAddr, BootstrapExpect: m.Meta.BootstrapExpect})
 			}
 		}
 		group.UpdatePeers(peers)

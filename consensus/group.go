@@ -54,6 +54,10 @@ var (
 type Peer struct {
 	ID       string // node name (Raft server id)
 	RaftAddr string // host:port of its Raft transport
+	// BootstrapExpect is the peer's configured BootstrapExpect (from its
+	// gossip metadata); 0 = unknown. A conflicting value blocks bootstrap
+	// (logged), as in Consul, instead of risking two groups.
+	BootstrapExpect int
 }
 
 // Group is this node's membership in its vertex's Raft group.
@@ -66,6 +70,7 @@ type Group struct {
 	trans    *raft.NetworkTransport
 	wal      *wal.WAL
 	meta     *metadb.BoltMetaDB
+	unlock   func() // releases the DataDir lock
 	fsm      *fsm
 	observer *raft.Observer
 	obsCh    chan raft.Observation
@@ -73,13 +78,18 @@ type Group struct {
 	bootstrapped atomic.Bool // has (or joined) a configuration: never bootstrap
 	isLeader     atomic.Bool // last value reported to onLeadership
 
-	mu          sync.Mutex
-	peersSet    bool              // UpdatePeers called at least once
-	peers       map[string]string // id -> raft addr, self included
-	peersKey    string
+	mu       sync.Mutex
+	peersSet bool              // UpdatePeers called at least once
+	peers    map[string]string // id -> raft addr, self included
+	peersKey string
+	expects  map[string]int // id -> BootstrapExpect reported in UpdatePeers
+	// stableSince: when the peer set last changed; lastSeen: when each id was
+	// last known present; started: New's time (floor for lastSeen).
 	stableSince time.Time
 	lastSeen    map[string]time.Time
 	started     time.Time
+
+	lastConflict string // reconcile goroutine only: last logged expect conflict
 
 	kick         chan struct{}
 	shutdownCh   chan struct{}
@@ -96,7 +106,8 @@ type Group struct {
 // onLeadership (may be nil) is called from one goroutine owned by the Group
 // with true when this node becomes leader — once the replicated state is
 // caught up (raft Barrier) — and false when it stops being leader (including
-// at Shutdown if it was leader). It must not block for long
+// at Shutdown if it was leader). It may call the Group's methods except
+// Shutdown (which waits for it). It must not block for long
 // (the node starts/stops its control actors asynchronously); while it runs,
 // further leadership changes wait.
 func New(cfg Config, onLeadership func(isLeader bool)) (*Group, error) {
@@ -113,8 +124,13 @@ func New(cfg Config, onLeadership func(isLeader bool)) (*Group, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("consensus: DataDir: %w", err)
 	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("consensus: DataDir: %w", err)
+	}
 	walDir := filepath.Join(cfg.DataDir, "wal")
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
+		unlock()
 		return nil, fmt.Errorf("consensus: DataDir: %w", err)
 	}
 	g := &Group{
@@ -129,7 +145,8 @@ func New(cfg Config, onLeadership func(isLeader bool)) (*Group, error) {
 		obsCh:        make(chan raft.Observation, 64),
 		fsm:          newFSM(cfg.Vertex),
 	}
-	var cleanup []func()
+	g.unlock = unlock
+	cleanup := []func(){unlock}
 	fail := func(err error) (*Group, error) {
 		for i := len(cleanup) - 1; i >= 0; i-- {
 			cleanup[i]()
@@ -315,12 +332,17 @@ func (g *Group) UpdatePeers(peers []Peer) {
 	now := time.Now()
 	g.mu.Lock()
 	m := make(map[string]string, len(peers)+1)
+	expects := map[string]int{}
 	for _, p := range peers {
 		if p.ID == "" || p.RaftAddr == "" || p.ID == g.cfg.NodeID {
 			continue
 		}
 		m[p.ID] = p.RaftAddr
+		if p.BootstrapExpect != 0 {
+			expects[p.ID] = p.BootstrapExpect
+		}
 	}
+	g.expects = expects
 	m[g.cfg.NodeID] = string(g.trans.LocalAddr())
 	key := peersKey(m)
 	if key != g.peersKey {
@@ -390,6 +412,7 @@ func (g *Group) shutdown(transfer bool) error {
 		if cerr := g.meta.Close(); err == nil {
 			err = cerr
 		}
+		g.unlock()
 		if g.isLeader.Swap(false) && g.onLeadership != nil {
 			g.onLeadership(false)
 		}
@@ -492,9 +515,24 @@ func (g *Group) maybeBootstrap() {
 		peers[id] = a
 	}
 	stableFor := time.Since(g.stableSince)
+	var conflicts []string
+	for id, e := range g.expects {
+		if e != expect {
+			conflicts = append(conflicts, fmt.Sprintf("%s=%d", id, e))
+		}
+	}
 	g.mu.Unlock()
 
 	if len(peers) < expect {
+		return
+	}
+	if len(conflicts) > 0 {
+		slices.Sort(conflicts)
+		if key := strings.Join(conflicts, ","); key != g.lastConflict { // log each conflict once
+			g.lastConflict = key
+			g.log.Warn("bootstrap blocked: peers expect a different number of voters",
+				"bootstrap_expect", expect, "peers", conflicts)
+		}
 		return
 	}
 	ids := make([]string, 0, len(peers))

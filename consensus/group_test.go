@@ -577,3 +577,37 @@ func TestUnreachablePeerNotAdded(t *testing.T) {
 	}
 	mustApply(t, advance(), solo) // the group of one still commits
 }
+
+func TestDataDirInUse(t *testing.T) {
+	checkNoLeaks(t)
+	dir := t.TempDir()
+	start(t, "a", dir, 1, nil)
+	cfg := testConfig(t, "a", dir, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := New(cfg, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "DataDir") || !strings.Contains(err.Error(), "in use") {
+			t.Fatalf("second group on the same DataDir: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("second group on the same DataDir blocked")
+	}
+}
+
+func TestConflictingExpectBlocksBootstrap(t *testing.T) {
+	checkNoLeaks(t)
+	a := start(t, "a", t.TempDir(), 2, nil)
+	b := start(t, "b", t.TempDir(), 2, nil)
+	a.g.UpdatePeers([]Peer{{ID: "b", RaftAddr: b.g.Addr(), BootstrapExpect: 3}})
+	time.Sleep(3 * DefaultLocalConfig().BootstrapStable)
+	if s, _ := a.g.Servers(); len(s) != 0 {
+		t.Fatalf("bootstrapped despite conflicting expect: %v", s)
+	}
+	a.g.UpdatePeers([]Peer{{ID: "b", RaftAddr: b.g.Addr(), BootstrapExpect: 2}})
+	b.g.UpdatePeers([]Peer{{ID: "a", RaftAddr: a.g.Addr(), BootstrapExpect: 2}})
+	waitLeader(t, a, b)
+}

@@ -22,7 +22,7 @@ func (c *cnode) syncPeers() {
 	var ps []Peer
 	for _, m := range c.gs.Members() {
 		if m.Meta.Vertex == "v1" {
-			ps = append(ps, Peer{ID: m.Name, RaftAddr: m.Meta.RaftAddr})
+			ps = append(ps, Peer{ID: m.Name, RaftAddr: m.Meta.RaftAddr, BootstrapExpect: m.Meta.BootstrapExpect})
 		}
 	}
 	c.tnode.g.UpdatePeers(ps)

@@ -142,7 +142,8 @@ type Gossip struct {
 // events in order from one goroutine owned by Gossip; it must not block for
 // long (the node forwards events to its actors with a non-blocking send).
 // Events queue up while onEvent runs, so a slow callback delays later events
-// but never stalls memberlist.
+// but never stalls memberlist. onEvent may call Members and the other
+// methods, but not Shutdown (which waits for it).
 func New(cfg Config, onEvent func(Event)) (*Gossip, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

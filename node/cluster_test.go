@@ -2,7 +2,9 @@ package node_test
 
 import (
 	"context"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -186,4 +188,55 @@ func TestRouteAroundDeadVertex(t *testing.T) {
 	if rep.RttMs != 6 {
 		t.Fatalf("rtt_ms %v, want 6 (2 + 4 around mid)", rep.RttMs)
 	}
+}
+
+// TestPartitionViaFaultAPI cuts the mid node off (gossip and Raft) with POST
+// /v1/fault: the edge node sees it fail and routes around it to the
+// repository; healing brings it back.
+func TestPartitionViaFaultAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-node test")
+	}
+	if nodetest.Isolate(t) {
+		return
+	}
+	t.Cleanup(func() { nodetest.CheckNoLeaks(t) })
+	topo, cat := nodetest.Files(t, nodetest.LineTopologyYAML, nodetest.SmallCatalogYAML)
+	mk := func(name, vertex string, hosted []string, seeds ...string) node.Config {
+		c := nodetest.Config(t, name, vertex, seeds...)
+		c.Topology, c.Catalog, c.Hosted, c.FaultAPI = topo, cat, hosted, true
+		return c
+	}
+	r1 := nodetest.Start(t, mk("r1", "repo", nil))
+	e1 := nodetest.Start(t, mk("e1", "edge", []string{"det/lo#0"}, r1.Addrs().Gossip))
+	m1 := nodetest.Start(t, mk("m1", "mid", []string{"det/mid#0"}, r1.Addrs().Gossip))
+	nodetest.WaitFor(t, 20*time.Second, "3 members", func() bool {
+		return len(e1.AliveMembers()) == 3 && len(m1.AliveMembers()) == 3 && e1.Ready() && m1.Ready() && r1.Ready()
+	})
+	nodetest.WaitFor(t, 20*time.Second, "served at mid", func() bool {
+		rep, _ := e1.Infer(context.Background(), node.InferInput{Task: "det", MinAccuracy: 0.6, SLO: 3 * time.Second})
+		return rep.Ok && rep.ServedByVertex == "mid"
+	})
+	post := func(n *node.Node, body string) {
+		t.Helper()
+		res, err := http.Post("http://"+n.Addrs().API+"/v1/fault", "application/json", strings.NewReader(body))
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("fault api: %v %v", err, res)
+		}
+		res.Body.Close()
+	}
+	others := []string{e1.Addrs().Gossip, e1.Addrs().Raft, r1.Addrs().Gossip, r1.Addrs().Raft}
+	mine := []string{m1.Addrs().Gossip, m1.Addrs().Raft}
+	post(m1, `{"drop":["`+strings.Join(others, `","`)+`"]}`)
+	e1.SetDrop(mine)
+	r1.SetDrop(mine)
+	nodetest.WaitFor(t, 30*time.Second, "m1 seen failed", func() bool { return !slices.Contains(e1.AliveMembers(), "m1") })
+	rep, _ := e1.Infer(context.Background(), node.InferInput{Task: "det", MinAccuracy: 0.6, SLO: 5 * time.Second})
+	if !rep.Ok || rep.ServedByVertex != "repo" {
+		t.Fatalf("during partition: %+v", rep)
+	}
+	post(m1, `{"drop":[]}`)
+	e1.SetDrop(nil)
+	r1.SetDrop(nil)
+	nodetest.WaitFor(t, 30*time.Second, "m1 back", func() bool { return slices.Contains(e1.AliveMembers(), "m1") })
 }

@@ -98,6 +98,11 @@ type Config struct {
 	// LeaveTimeout bounds the graceful gossip leave on Stop.
 	LeaveTimeout time.Duration `yaml:"leave_timeout"`
 
+	// FaultAPI enables POST /v1/fault (partition injection for scenarios and
+	// tests): {"drop":["host:port",...]} drops gossip and Raft traffic to and
+	// from those peer addresses; {"drop":[]} heals. Never enable in production.
+	FaultAPI bool `yaml:"fault_api"`
+
 	// Logger receives the node's logs (never stdout); nil = a text logger on
 	// stderr at LogLevel. Not loadable from YAML.
 	Logger *slog.Logger `yaml:"-"`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -180,6 +181,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, n.Status())
 	})
+	mux.HandleFunc("POST /v1/fault", n.handleFault)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: fmt.Sprintf("path: no route for %s %s", r.Method, r.URL.Path), Kind: "bad_request"})
 	})
@@ -249,4 +251,36 @@ func (n *Node) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	n.metrics.write(w, gauges{members: len(n.AliveMembers()), vertex: n.cfg.Vertex, isLeader: n.IsLeader(),
 		guardDropped: n.guard.dropped.Load(), guardPanics: n.guard.panicked.Load()})
+}
+
+// faultBody is the body of POST /v1/fault.
+type faultBody struct {
+	// Drop lists peer gossip/Raft addresses (host:port) to cut off; empty heals.
+	Drop []string `json:"drop"`
+}
+
+func (n *Node) handleFault(w http.ResponseWriter, r *http.Request) {
+	if !n.cfg.FaultAPI {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "path: /v1/fault is disabled (fault_api: false)", Kind: "bad_request"})
+		return
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	var b faultBody
+	if err := dec.Decode(&b); err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "body: " + err.Error(), Kind: "bad_request"})
+		return
+	}
+	for i, p := range b.Drop {
+		if _, _, err := net.SplitHostPort(p); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf("drop[%d]: %q: %v", i, p, err), Kind: "bad_request"})
+			return
+		}
+	}
+	n.SetDrop(b.Drop)
+	n.log.Warn("fault injection: dropping traffic", "peers", b.Drop)
+	if b.Drop == nil {
+		b.Drop = []string{}
+	}
+	writeJSON(w, http.StatusOK, b)
 }

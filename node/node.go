@@ -110,6 +110,8 @@ type Node struct {
 	stateHosted  []string
 	routerHosted bool // x^v sent to the router at least once (control loop only)
 
+	dropSet atomic.Pointer[map[string]bool] // fault injection (POST /v1/fault)
+
 	started  atomic.Bool
 	joined   atomic.Bool
 	stopped  atomic.Bool
@@ -385,7 +387,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if t := n.cfg.RaftTimeout; t > 0 {
 		ccfg.HeartbeatTimeout, ccfg.ElectionTimeout, ccfg.LeaderLeaseTimeout = t, t, t
 	}
-	ccfg.Drop = n.cfg.Drop
+	ccfg.Drop = n.drop
 	if h, _, _ := net.SplitHostPort(n.cfg.BindRaft); net.ParseIP(h) != nil && net.ParseIP(h).IsUnspecified() {
 		ccfg.AdvertiseAddr = net.JoinHostPort(outboundIP(), "0")
 	}
@@ -402,7 +404,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		gcfg.ProbeInterval, gcfg.ProbeTimeout = p, p/2
 		gcfg.SuspicionMult = max(gcfg.SuspicionMult, 3)
 	}
-	gcfg.Drop = n.cfg.Drop
+	gcfg.Drop = n.drop
 	if h, _, _ := net.SplitHostPort(n.cfg.BindGossip); net.ParseIP(h) != nil && net.ParseIP(h).IsUnspecified() {
 		gcfg.AdvertiseAddr = net.JoinHostPort(outboundIP(), "0")
 	}
@@ -532,6 +534,25 @@ func (n *Node) startExecutors(ctx context.Context) error {
 	return nil
 }
 
+// drop is the fault hook given to gossip and consensus: the configured
+// Drop, or the peers set through POST /v1/fault.
+func (n *Node) drop(peer string) bool {
+	if m := n.dropSet.Load(); m != nil && (*m)[peer] {
+		return true
+	}
+	return n.cfg.Drop != nil && n.cfg.Drop(peer)
+}
+
+// SetDrop replaces the set of peer addresses (host:port, gossip or Raft)
+// whose traffic is dropped; nil or empty heals the partition.
+func (n *Node) SetDrop(peers []string) {
+	m := make(map[string]bool, len(peers))
+	for _, p := range peers {
+		m[p] = true
+	}
+	n.dropSet.Store(&m)
+}
+
 // onGossip is the gossip event callback: it never blocks (the event is
 // queued for the control loop).
 func (n *Node) onGossip(ev gossip.Event) {
@@ -657,6 +678,11 @@ func (n *Node) sync() {
 
 	lc := &view.LeaderChanged{Vertex: n.cfg.Vertex, Name: id, RemoteAddr: leaderAddr}
 	if !isLeader && sched != nil {
+		// Leadership lost: queued requests go back to the router, which
+		// delivers them to the new leader; then the scheduler stops.
+		if _, err := n.system.Root.RequestFuture(sched, &scheduler.Handover{}, 2*time.Second).Result(); err != nil {
+			n.log.Warn("scheduler handover", "err", err)
+		}
 		n.stopScheduler()
 		sched = nil
 	}

@@ -348,6 +348,76 @@ func (c *cluster) pause(name string) (int, time.Time, error) {
 	return p.cmd.Process.Pid, at, nil
 }
 
+// partition cuts node name off every other node: it tells name to drop the
+// gossip and Raft addresses of all the others, and each other live node to
+// drop name's (POST /v1/fault). Nodes not running are skipped.
+func (c *cluster) partition(ctx context.Context, name string) (int, time.Time, error) {
+	target, ok := c.live(name)
+	if !ok {
+		return 0, time.Time{}, fmt.Errorf("node %s is not running", name)
+	}
+	var drops []string
+	for _, other := range c.order {
+		if other == name {
+			continue
+		}
+		if r := c.lastReady(other); r.Gossip != "" {
+			drops = append(drops, r.Gossip, r.Raft)
+		}
+	}
+	if err := c.setDrop(ctx, name, drops); err != nil {
+		return target.PID, time.Time{}, err
+	}
+	at := time.Now()
+	var errs []error
+	for _, other := range c.order {
+		if _, ok := c.live(other); ok && other != name {
+			errs = append(errs, c.setDrop(ctx, other, []string{target.Gossip, target.Raft}))
+		}
+	}
+	return target.PID, at, errors.Join(errs...)
+}
+
+// heal clears the drop lists of every live node.
+func (c *cluster) heal(ctx context.Context) error {
+	var errs []error
+	for _, name := range c.order {
+		if _, ok := c.live(name); ok {
+			errs = append(errs, c.setDrop(ctx, name, []string{}))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setDrop sets node name's drop list through POST /v1/fault.
+func (c *cluster) setDrop(ctx context.Context, name string, drops []string) error {
+	r, ok := c.live(name)
+	if !ok {
+		return fmt.Errorf("node %s is not running", name)
+	}
+	body, err := json.Marshal(map[string][]string{"drop": drops})
+	if err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.API+"/v1/fault", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("node %s: POST /v1/fault: %w", name, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("node %s: POST /v1/fault: %s: %s (idn node needs --fault-api)", name, resp.Status, bytes.TrimSpace(msg))
+	}
+	return nil
+}
+
 // resume sends SIGCONT to a paused node.
 func (c *cluster) resume(name string) error {
 	c.mu.Lock()

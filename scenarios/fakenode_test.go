@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -27,6 +28,9 @@ import (
 //	noready  never print the ready line
 //	exit     exit 3 at once
 //	hang     accept infer requests and never reply
+//
+// With --fault-api, POST /v1/fault {"drop":[gossip addrs]} hides those peers
+// from this node's members (so a partitioned leader keeps leading alone).
 const (
 	fakeNodeEnv = "IDN_SCENARIOS_FAKE_NODE"
 	fakeModeEnv = "IDN_SCENARIOS_FAKE_MODE"
@@ -43,6 +47,7 @@ type fakeEntry struct {
 	Name   string `json:"name"`
 	Vertex string `json:"vertex"`
 	PID    int    `json:"pid"`
+	Gossip string `json:"gossip"`
 }
 
 func fakeNode(args []string) int {
@@ -68,6 +73,7 @@ func fakeNode(args []string) int {
 	fs.String("topology", "", "")
 	fs.String("catalog", "", "")
 	fs.String("hosted", "", "")
+	faultAPI := fs.Bool("fault-api", false, "")
 	bind := map[string]*string{}
 	for _, b := range []string{"gossip", "remote", "raft", "api"} {
 		bind[b] = fs.String("bind-"+b, "127.0.0.1:0", "")
@@ -97,7 +103,9 @@ func fakeNode(args []string) int {
 		fmt.Fprintln(pf, os.Getpid())
 		pf.Close()
 	}
-	me := fakeEntry{Name: *name, Vertex: *vertex, PID: os.Getpid()}
+	me := fakeEntry{Name: *name, Vertex: *vertex, PID: os.Getpid(), Gossip: addrs["gossip"]}
+	var dropMu sync.Mutex
+	drop := map[string]bool{}
 	regFile := filepath.Join(reg, *name+".json")
 	b, _ := json.Marshal(me)
 	if err := os.WriteFile(regFile, b, 0o644); err != nil {
@@ -121,7 +129,12 @@ func fakeNode(args []string) int {
 			}
 			var e fakeEntry
 			if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &e) == nil {
-				out = append(out, e)
+				dropMu.Lock()
+				cut := drop[e.Gossip]
+				dropMu.Unlock()
+				if !cut {
+					out = append(out, e)
+				}
 			}
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -167,6 +180,27 @@ func fakeNode(args []string) int {
 		time.Sleep(2 * time.Millisecond)
 		fmt.Fprintf(w, `{"id":%q,"model_name":%q,"outputs":[],"parameters":{"served_by_vertex":%q,"served_by_node":%q,"model":"m","correct":true,"accuracy":0.5,"latency_ms":2}}`,
 			req.ID, task, served, *name)
+	})
+	mux.HandleFunc("POST /v1/fault", func(w http.ResponseWriter, r *http.Request) {
+		if !*faultAPI {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error":"path: /v1/fault is disabled","kind":"bad_request"}`)
+			return
+		}
+		var b struct {
+			Drop []string `json:"drop"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		dropMu.Lock()
+		drop = map[string]bool{}
+		for _, d := range b.Drop {
+			drop[d] = true
+		}
+		dropMu.Unlock()
+		_ = json.NewEncoder(w).Encode(b)
 	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "# TYPE idn_requests_total counter\nidn_requests_total %d\nidn_replies_total{result=\"ok\"} %d\nidn_members %d\n", requests.Load(), replies.Load(), len(members()))

@@ -38,9 +38,6 @@ const statusTimeout = 2 * time.Second
 // was cancelled during it); the error wraps ErrAssertionFailed when the run
 // went through but an assertion or a fault failed.
 func Run(ctx context.Context, sc *Scenario, opt Options) (rep *Report, err error) {
-	if err := sc.Unsupported(); err != nil {
-		return nil, err
-	}
 	progress := opt.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -370,7 +367,7 @@ func (fr *faultRunner) run(ctx context.Context, start time.Time) {
 		rec := FaultRecord{Action: f.Action, Node: f.Node, Vertex: f.Vertex, AtS: f.At.D().Seconds()}
 		var err error
 		switch f.Action {
-		case ActionKill, ActionKillLeader, ActionStop, ActionPause:
+		case ActionKill, ActionKillLeader, ActionStop, ActionPause, ActionPartition:
 			target := f.Node
 			if f.Vertex != "" {
 				target, err = fr.findLeader(ctx, f.Vertex)
@@ -386,8 +383,6 @@ func (fr *faultRunner) run(ctx context.Context, start time.Time) {
 				fr.mu.Unlock()
 			}
 			err = fr.restart(ctx, rec.Node)
-		default:
-			err = fmt.Errorf("%q: %w", f.Action, ErrPartitionUnsupported)
 		}
 		if err == nil && f.ID != "" {
 			fr.mu.Lock()
@@ -464,6 +459,9 @@ func (fr *faultRunner) hit(ctx context.Context, start time.Time, f Fault, name, 
 	case ActionPause:
 		how = "SIGSTOP"
 		pid, at, err = fr.c.pause(name)
+	case ActionPartition:
+		how = "partition"
+		pid, at, err = fr.c.partition(ctx, name)
 	default:
 		how = "SIGKILL"
 		pid, at, err = fr.c.kill(name, true)
@@ -484,6 +482,25 @@ func (fr *faultRunner) hit(ctx context.Context, start time.Time, f Fault, name, 
 		}()
 	}
 	fr.logf("fault: %s %s%s pid %d", how, name, role, pid)
+	if f.Action == ActionPartition {
+		fr.wg.Add(1)
+		go func() {
+			defer fr.wg.Done()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(at.Add(f.Duration.D()))):
+			}
+			if err := fr.c.heal(ctx); err != nil {
+				fr.logf("fault: heal partition of %s FAILED: %v", name, err)
+				fr.mu.Lock()
+				fr.records = append(fr.records, FaultRecord{Action: "heal", Node: name, AtS: (f.At + f.Duration).D().Seconds(), AppliedAtS: time.Since(start).Seconds(), Error: err.Error()})
+				fr.mu.Unlock()
+				return
+			}
+			fr.logf("fault: healed the partition of %s after %s", name, f.Duration.D())
+		}()
+	}
 	if f.Action == ActionPause {
 		fr.wg.Add(1)
 		go func() {

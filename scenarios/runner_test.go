@@ -236,21 +236,69 @@ timeouts: {startup: 30s, settle: 0}
 	assertNoProcesses(t, opt.WorkDir)
 }
 
-func TestPartitionRefusedBeforeStart(t *testing.T) {
+func TestRunPartition(t *testing.T) {
 	sc, err := Parse([]byte(`
 name: partition
-workload: {rate: 1, duration: 10s, tasks: {task-00: 1}}
-faults: [{at: 1s, action: partition, node: bs-0-n1, duration: 2s}]
+nodes:
+  vertices:
+    dc-0: {count: 3}
+workload: {rate: 20, duration: 4s, tasks: {task-00: 1}}
+faults: [{at: 500ms, action: partition, vertex: dc-0, duration: 2s}]
+assertions:
+  - failovers == 1
+  - converged_at_end == 1
+  - lost == 0
+timeouts: {startup: 30s, failover: 10s, settle: 100ms}
 `), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt, _ := fakeOptions(t, "")
-	if _, err := Run(context.Background(), sc, opt); !errors.Is(err, ErrPartitionUnsupported) {
-		t.Fatalf("err = %v", err)
+	for _, n := range sc.NodeSpecs() {
+		if !strings.Contains(strings.Join(n.Args, " "), "--fault-api") {
+			t.Fatalf("%s lacks --fault-api: %v", n.Name, n.Args)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(opt.WorkDir, ".fake")); !os.IsNotExist(err) {
-		t.Error("nodes were started for an unsupported scenario")
+	opt, progress := fakeOptions(t, "")
+	rep, err := Run(context.Background(), sc, opt)
+	t.Logf("progress:\n%s", progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNoProcesses(t, opt.WorkDir)
+	if len(rep.Failovers) != 1 || rep.Failovers[0].Fault != "partition" || rep.Failovers[0].NewLeader != "dc-0-n2" {
+		t.Errorf("failovers %+v", rep.Failovers)
+	}
+	// The cut-off leader keeps leading alone until the heal: a split.
+	split := false
+	for _, ch := range rep.Leaders["dc-0"] {
+		split = split || ch.Leader == "dc-0-n1,dc-0-n2"
+	}
+	if !split {
+		t.Errorf("dc-0 leaders %v: want the split dc-0-n1,dc-0-n2 during the partition", rep.Leaders["dc-0"])
+	}
+	if !strings.Contains(progress.String(), "healed the partition of dc-0-n1 after 2s") {
+		t.Error("no heal in progress")
+	}
+}
+
+func TestRunPartitionNeedsFaultAPI(t *testing.T) {
+	sc, err := Parse([]byte(`
+name: partition
+workload: {rate: 1, duration: 3s, tasks: {task-00: 1}}
+faults: [{at: 100ms, action: partition, node: co-0-n1, duration: 1s}]
+timeouts: {settle: 0}
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.nodeList[0].Args = nil // as if the node had no --fault-api
+	for i := range sc.nodeList {
+		sc.nodeList[i].Args = nil
+	}
+	opt, _ := fakeOptions(t, "")
+	_, err = Run(context.Background(), sc, opt)
+	if !errors.Is(err, ErrAssertionFailed) || !strings.Contains(err.Error(), "needs --fault-api") {
+		t.Fatalf("err = %v", err)
 	}
 }
 

@@ -48,8 +48,11 @@ const (
 	// ActionRestart restarts a killed or stopped node with the same name and
 	// data dir.
 	ActionRestart = "restart"
-	// ActionPartition cuts one node off the others for Fault.Duration. It is
-	// validated but only runs if the nodes expose a fault-injection hook.
+	// ActionPartition cuts Fault.Node (or the leader of Fault.Vertex) off
+	// every other node for Fault.Duration: gossip and Raft traffic both
+	// ways is dropped through the nodes' POST /v1/fault (idn node
+	// --fault-api, passed to every node of a scenario with a partition); its
+	// HTTP API stays reachable.
 	ActionPartition = "partition"
 )
 
@@ -357,6 +360,14 @@ func (sc *Scenario) validate() error {
 	if err := sc.validateFaults(); err != nil {
 		return err
 	}
+	for _, f := range sc.Faults {
+		if f.Action == ActionPartition {
+			for i := range sc.nodeList {
+				sc.nodeList[i].Args = append(sc.nodeList[i].Args, "--fault-api")
+			}
+			break
+		}
+	}
 	checks := make([]assertion, 0, len(sc.Assertions))
 	for i, s := range sc.Assertions {
 		a, err := parseAssertion(s)
@@ -574,7 +585,14 @@ func (sc *Scenario) validateFaults() error {
 				err = checkNode(field, f.Node)
 			}
 		case ActionPartition:
-			err = checkNode(field, f.Node)
+			switch {
+			case (f.Node == "") == (f.Vertex == ""):
+				err = invalid("%s: partition needs exactly one of node or vertex (its leader) (got node %q, vertex %q)", field, f.Node, f.Vertex)
+			case f.Node != "":
+				err = checkNode(field, f.Node)
+			default:
+				err = checkVertex(field, f.Vertex)
+			}
 		case "":
 			err = invalid("%s.action: empty; want %s", field, actionList)
 		default:
@@ -583,7 +601,7 @@ func (sc *Scenario) validateFaults() error {
 		if err != nil {
 			return err
 		}
-		if f.Vertex != "" && f.Action != ActionKill && f.Action != ActionKillLeader && f.Action != ActionStop && f.Action != ActionPause {
+		if f.Vertex != "" && f.Action == ActionRestart {
 			return invalid("%s.vertex: %q: %s does not take a vertex", field, f.Vertex, f.Action)
 		}
 		if f.Action != ActionRestart && f.Fault != "" {
@@ -598,6 +616,17 @@ func (sc *Scenario) validateFaults() error {
 		}
 		if needsDuration && f.At+f.Duration > sc.Workload.Duration {
 			return invalid("%s.duration: %s: the %s would outlast the load (ends at %s)", field, f.Duration.D(), f.Action, sc.Workload.Duration.D())
+		}
+	}
+	// Partitions must not overlap: each heals to "no drops" everywhere.
+	for i, f := range sc.Faults {
+		for j, g := range sc.Faults {
+			if j <= i || f.Action != ActionPartition || g.Action != ActionPartition {
+				continue
+			}
+			if f.At < g.At+g.Duration && g.At < f.At+f.Duration {
+				return invalid("faults[%d].at: %s: partition overlaps faults[%d] (%s for %s); run one partition at a time", j, g.At.D(), i, f.At.D(), f.Duration.D())
+			}
 		}
 	}
 	// Restarts must follow the kill or stop they undo.
@@ -635,23 +664,6 @@ func (sc *Scenario) validateFaults() error {
 }
 
 const actionList = "kill, kill_leader, stop, pause, restart or partition"
-
-// Unsupported returns an error naming the first fault the nodes cannot
-// carry out, or nil. Partitions need a fault-injection hook that idn node
-// does not expose.
-func (sc *Scenario) Unsupported() error {
-	for i, f := range sc.Faults {
-		if f.Action == ActionPartition {
-			return fmt.Errorf("faults[%d].action: %q: %w", i, f.Action, ErrPartitionUnsupported)
-		}
-	}
-	return nil
-}
-
-// ErrPartitionUnsupported is returned for partition faults: the transports
-// have a drop hook (gossip/consensus Config.Drop) but idn node exposes no way
-// to switch it from outside the process.
-var ErrPartitionUnsupported = errors.New("partition faults are not supported: idn node exposes no fault-injection endpoint to drop a peer's traffic")
 
 func nodeNames(ns []NodeSpec) []string {
 	out := make([]string, len(ns))

@@ -39,9 +39,6 @@ func TestQuickstartIsValid(t *testing.T) {
 		tiers[sc.Faults[0].Vertex] != 1 || sc.Faults[1].Action != ActionRestart || sc.Faults[1].At.D() != 40*time.Second {
 		t.Errorf("faults = %+v", sc.Faults)
 	}
-	if err := sc.Unsupported(); err != nil {
-		t.Error(err)
-	}
 	onDisk, err := os.ReadFile("quickstart.yaml")
 	if err != nil || string(onDisk) != string(QuickstartYAML) {
 		t.Errorf("embedded quickstart differs from quickstart.yaml (%v)", err)
@@ -80,7 +77,7 @@ func TestFullScenarioFields(t *testing.T) {
 			edge = s
 		}
 	}
-	if edge.GroupSize != 3 || edge.Tier != 1 || strings.Join(edge.Args, " ") != "--log-level debug --hosted task-00/yolov4-tiny-288p#0 --log-level info" {
+	if edge.GroupSize != 3 || edge.Tier != 1 || strings.Join(edge.Args, " ") != "--log-level debug --hosted task-00/yolov4-tiny-288p#0 --log-level info --fault-api" {
 		t.Errorf("edge-n1 = %+v", edge)
 	}
 	if sc.TopologyPath() != filepath.Join("testdata", "good", "topology.yaml") || sc.CatalogPath() != "" {
@@ -89,8 +86,10 @@ func TestFullScenarioFields(t *testing.T) {
 	if sc.Workload.ClientTimeout() != 5*time.Second || sc.Timeouts.Settle != 0 || sc.Timeouts.Stop.D() != 2*time.Second {
 		t.Errorf("timeouts: client %s, %+v", sc.Workload.ClientTimeout(), sc.Timeouts)
 	}
-	if err := sc.Unsupported(); !errors.Is(err, ErrPartitionUnsupported) || !strings.Contains(err.Error(), "faults[4].action") {
-		t.Errorf("Unsupported() = %v", err)
+	for _, n := range specs { // a partition fault turns on the nodes' fault API
+		if n.Args[len(n.Args)-1] != "--fault-api" {
+			t.Errorf("%s args %v lack --fault-api", n.Name, n.Args)
+		}
 	}
 }
 

@@ -43,6 +43,14 @@ type ForwardOut struct {
 // Tick drives ack timeouts and relay retries; the actor schedules it itself.
 type Tick struct{}
 
+// Redeliver hands back a request queued at this node's vertex scheduler when
+// it stops leading: the router delivers it again to the vertex (its new
+// leader's scheduler, once known).
+type Redeliver struct {
+	// Req is addressed to this node's vertex (Req.Path[Req.Hop]).
+	Req *messages.InferRequest
+}
+
 // Hosted tells the router x^v of its own vertex (from the replicated state).
 // With it the router forwards a request straight to the next vertex when no
 // hosted model of the task meets the request's min_accuracy, without a
@@ -164,6 +172,10 @@ func (c *Core) Handle(now time.Time, msg any) []wire.Out {
 		c.forwardOut(now, m.Req)
 	case *deliverNow:
 		c.deliver(now, m.req, nil)
+	case *Redeliver:
+		if m.Req != nil && wire.ValidateRequest(m.Req) == nil {
+			c.deliver(now, m.Req, map[string]bool{c.cfg.Node: true})
+		}
 	case *messages.ForwardAck:
 		delete(c.pend, m.GetForwardId())
 	case *Tick:

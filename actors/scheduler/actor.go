@@ -11,6 +11,11 @@ import (
 // GetStats asks the scheduler actor for its Stats (answered with ctx.Respond).
 type GetStats struct{}
 
+// Handover asks the scheduler to give its queued requests back to the local
+// router for redelivery (sent with a request; answered when done), before it
+// is stopped on leadership loss.
+type Handover struct{}
+
 // Actor is the protoactor shell around Core.
 type Actor struct {
 	core  *Core
@@ -49,6 +54,10 @@ func (a *Actor) Receive(ctx actor.Context) {
 		return
 	case *GetStats:
 		ctx.Respond(a.core.Stats())
+		return
+	case *Handover:
+		wire.Send(ctx, a.root, nil, a.core.Handover())
+		ctx.Respond(&Handover{})
 		return
 	case *Tick:
 		if m.Gen != a.gen {

@@ -197,6 +197,25 @@ func (c *Core) Handle(now time.Time, msg any) []wire.Out {
 	return c.out
 }
 
+// Handover hands every queued request back to the local router for
+// redelivery to the vertex's next leader (leadership lost, node still up).
+func (c *Core) Handover() []wire.Out {
+	c.out = c.out[:0]
+	models := make([]string, 0, len(c.queues))
+	for m := range c.queues {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	for _, m := range models {
+		for _, it := range c.queues[m] {
+			c.send(c.router, &router.Redeliver{Req: it.req})
+		}
+	}
+	c.queues = map[string][]item{}
+	c.known = map[string]bool{}
+	return c.out
+}
+
 // Drain replies unreachable to every queued request (leadership lost or stop).
 func (c *Core) Drain() []wire.Out {
 	c.out = c.out[:0]

@@ -163,3 +163,14 @@ func TestNotLoadedBatchIsRequeuedOnAnotherExecutor(t *testing.T) {
 		t.Fatalf("requeued batch went to %q (first %q)", second, first)
 	}
 }
+
+func TestHandoverGivesQueueBackToRouter(t *testing.T) {
+	s := newCore(t, "mid", []string{"lo"}, 1)
+	s.Handle(t0, req("a", 0, 0, time.Second)) // dispatched
+	s.Handle(t0, req("b", 0, 0, time.Second)) // queued
+	outs := s.Handover()
+	rd, ok := find[*router.Redeliver](outs)
+	if !ok || len(outs) != 1 || rd.Req.Id != "b" || outs[0].To.Id != view.RouterID || s.Queued() != 0 {
+		t.Fatalf("handover: %+v", outs)
+	}
+}

@@ -88,6 +88,7 @@ func nodeConfigFromArgs(args []string, stderr io.Writer) (node.Config, error) {
 	defDeadline := fs.Duration("default-deadline", d.DefaultDeadline, "deadline of requests without slo_ms")
 	ackTimeout := fs.Duration("ack-timeout", d.AckTimeout, "how long a forward waits for its ack before a retry on another member")
 	raftTimeout := fs.Duration("raft-timeout", d.RaftTimeout, "override the Raft heartbeat/election timeout (0 = the profile's)")
+	faultAPI := fs.Bool("fault-api", d.FaultAPI, "enable POST /v1/fault {\"drop\":[\"host:port\",...]} (partition injection; tests only)")
 	gossipProbe := fs.Duration("gossip-probe", d.GossipProbe, "override the gossip probe interval (0 = the profile's)")
 	if err := parseFlags(fs, args, false); err != nil {
 		return node.Config{}, err
@@ -121,6 +122,7 @@ func nodeConfigFromArgs(args []string, stderr io.Writer) (node.Config, error) {
 		"ack-timeout":      func() { cfg.AckTimeout = *ackTimeout },
 		"raft-timeout":     func() { cfg.RaftTimeout = *raftTimeout },
 		"gossip-probe":     func() { cfg.GossipProbe = *gossipProbe },
+		"fault-api":        func() { cfg.FaultAPI = *faultAPI },
 	}
 	for f, fn := range apply {
 		if set[f] {
