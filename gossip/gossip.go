@@ -5,7 +5,7 @@
 // leaves gracefully on shutdown. Gossip can be encrypted with a shared key.
 //
 // Timing (see DefaultConfig / DefaultLocalConfig): on the LAN preset a
-// crashed node is declared failed after ~5-7 s; on the loopback preset after
+// crashed node is declared failed after ~6-7 s; on the loopback preset after
 // ~1 s (under 3 s). A graceful Leave is seen by the others in ~0.1 s.
 package gossip
 

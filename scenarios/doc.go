@@ -3,8 +3,8 @@
 // A scenario (YAML, see Scenario and the README) names a topology, how many
 // nodes to start at each vertex, an open-loop workload, faults at given
 // times (kill -9 a node or a vertex's Raft leader, stop one gracefully,
-// freeze one with SIGSTOP for a while, restart a node with its data dir) and
-// assertions on the report. Run starts the nodes on
+// freeze one with SIGSTOP or partition it off for a while, restart a node
+// with its data dir) and assertions on the report. Run starts the nodes on
 // 127.0.0.1 with port 0 (each with its own data dir under a temporary
 // directory), joins them through the first node's gossip address, waits
 // for membership and a leader per vertex via GET /v1/status, drives the

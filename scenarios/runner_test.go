@@ -291,8 +291,7 @@ timeouts: {settle: 0}
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc.nodeList[0].Args = nil // as if the node had no --fault-api
-	for i := range sc.nodeList {
+	for i := range sc.nodeList { // as if the nodes ran without --fault-api
 		sc.nodeList[i].Args = nil
 	}
 	opt, _ := fakeOptions(t, "")

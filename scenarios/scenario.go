@@ -52,7 +52,8 @@ const (
 	// every other node for Fault.Duration: gossip and Raft traffic both
 	// ways is dropped through the nodes' POST /v1/fault (idn node
 	// --fault-api, passed to every node of a scenario with a partition); its
-	// HTTP API stays reachable.
+	// HTTP API and actor-remote traffic are not cut (a control-plane
+	// partition).
 	ActionPartition = "partition"
 )
 

@@ -512,6 +512,7 @@ func runRLEval(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	errs := make([]error, len(jobs))
 	sem := make(chan struct{}, *workers)
 	var wg sync.WaitGroup
+	var logMu sync.Mutex // serialises the progress lines on stderr
 	start := time.Now()
 	for i, j := range jobs {
 		wg.Add(1)
@@ -549,7 +550,9 @@ func runRLEval(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				m = rl.Run(sys, sched, dur)
 			}
 			rows[i] = makeRow(j.name, m)
+			logMu.Lock()
 			fmt.Fprintf(stderr, "  %s done (%s)\n", j.name, time.Since(start).Round(time.Millisecond))
+			logMu.Unlock()
 		}(i, j)
 	}
 	wg.Wait()

@@ -25,10 +25,10 @@ Starts the scenario's idn node processes on 127.0.0.1 (free ports, one data
 dir each under a temporary directory), joins them through the first node's
 gossip address, waits until every node sees all the others and every vertex
 has a Raft leader, sends the open-loop workload to the entry nodes, applies
-the faults on schedule (kill -9, SIGTERM or SIGSTOP a node or a vertex's Raft
-leader; restart a node with its data dir), measures failovers, reads
-/metrics, stops every node (SIGTERM, then SIGKILL) and prints the report.
-Without FILE it runs the embedded quickstart scenario
+the faults on schedule (kill -9, SIGTERM, SIGSTOP or partition a node or a
+vertex's Raft leader; restart a node with its data dir), measures failovers,
+reads /metrics, stops every node (SIGTERM, then SIGKILL) and prints the
+report. Without FILE it runs the embedded quickstart scenario
 (scenarios/quickstart.yaml). Progress goes to stderr, the report to stdout.
 The scenario file format is in the README.
 
