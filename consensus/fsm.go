@@ -104,9 +104,47 @@ func (f *fsm) apply(cmd *messages.FSMCommand, index uint64) error {
 		slices.SortFunc(ms, func(a, b *messages.GroupMember) int { return cmpString(a.GetId(), b.GetId()) })
 		s.Members = ms
 		return nil
+	case *messages.FSMCommand_SetAllocation:
+		a := c.SetAllocation
+		if err := validateAllocation(a); err != nil {
+			return err
+		}
+		if a.GetExpectSlot() != s.Slot {
+			return fmt.Errorf("consensus: set_allocation: expect_slot %d, current slot is %d", a.GetExpectSlot(), s.Slot)
+		}
+		s.Slot = a.GetSlot()
+		s.FractionalModels = slices.Clone(a.GetModels())
+		s.Fractional = slices.Clone(a.GetY())
+		if a.GetSetHosted() {
+			s.HostedModels = sortedUnique(a.GetHosted())
+		}
+		return nil
 	default:
 		return fmt.Errorf("%w (%T)", ErrUnknownCommand, cmd.Cmd)
 	}
+}
+
+// validateAllocation checks an FSMSetAllocation; errors name the field.
+func validateAllocation(a *messages.FSMSetAllocation) error {
+	if a.GetSlot() <= a.GetExpectSlot() {
+		return fmt.Errorf("consensus: set_allocation: slot %d must exceed expect_slot %d", a.GetSlot(), a.GetExpectSlot())
+	}
+	if len(a.GetModels()) != len(a.GetY()) {
+		return fmt.Errorf("consensus: set_allocation: %d models but %d y values", len(a.GetModels()), len(a.GetY()))
+	}
+	seen := make(map[string]bool, len(a.GetModels()))
+	for i, m := range a.GetModels() {
+		if m == "" || seen[m] {
+			return fmt.Errorf("consensus: set_allocation: models[%d]: %q empty or repeated", i, m)
+		}
+		seen[m] = true
+	}
+	for i, y := range a.GetY() {
+		if !(y >= 0 && y <= 1) {
+			return fmt.Errorf("consensus: set_allocation: y[%d]: %v outside [0,1]", i, y)
+		}
+	}
+	return nil
 }
 
 func cmpString(a, b string) int {

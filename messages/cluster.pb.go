@@ -207,9 +207,14 @@ type VertexState struct {
 	// INFIDA slot counter.
 	Slot uint64 `protobuf:"varint,4,opt,name=slot,proto3" json:"slot,omitempty"`
 	// Raft index of the last command applied to this state.
-	AppliedIndex  uint64 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AppliedIndex uint64 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// y^v: INFIDA's fractional state (paper 000 Algorithm 1, eq. 17) over
+	// the vertex's non-repository models, fractional[i] for
+	// fractional_models[i]; empty until the allocator first commits.
+	FractionalModels []string  `protobuf:"bytes,6,rep,name=fractional_models,json=fractionalModels,proto3" json:"fractional_models,omitempty"`
+	Fractional       []float64 `protobuf:"fixed64,7,rep,packed,name=fractional,proto3" json:"fractional,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *VertexState) Reset() {
@@ -275,6 +280,20 @@ func (x *VertexState) GetAppliedIndex() uint64 {
 		return x.AppliedIndex
 	}
 	return 0
+}
+
+func (x *VertexState) GetFractionalModels() []string {
+	if x != nil {
+		return x.FractionalModels
+	}
+	return nil
+}
+
+func (x *VertexState) GetFractional() []float64 {
+	if x != nil {
+		return x.Fractional
+	}
+	return nil
 }
 
 // FSMSetHosted replaces x^v with the given model names.
@@ -432,6 +451,99 @@ func (x *FSMSetMembers) GetMembers() []*GroupMember {
 	return nil
 }
 
+// FSMSetAllocation commits the outcome of one INFIDA slot (paper 000
+// Algorithm 1): y^v after the mirror-ascent step and projection, x^v when
+// it was re-sampled (DepRound every B slots), and the slot counter, as one
+// atomic compare-and-set on the slot so a deposed leader's late commit
+// cannot apply.
+type FSMSetAllocation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The command applies only when the current slot equals expect_slot.
+	ExpectSlot uint64 `protobuf:"varint,1,opt,name=expect_slot,json=expectSlot,proto3" json:"expect_slot,omitempty"`
+	// New slot counter; must be greater than expect_slot.
+	Slot uint64 `protobuf:"varint,2,opt,name=slot,proto3" json:"slot,omitempty"`
+	// y^v: models (unique, non-empty names) and values in [0,1], aligned.
+	Models []string  `protobuf:"bytes,3,rep,name=models,proto3" json:"models,omitempty"`
+	Y      []float64 `protobuf:"fixed64,4,rep,packed,name=y,proto3" json:"y,omitempty"`
+	// x^v replaces hosted_models when set_hosted is true.
+	SetHosted     bool     `protobuf:"varint,5,opt,name=set_hosted,json=setHosted,proto3" json:"set_hosted,omitempty"`
+	Hosted        []string `protobuf:"bytes,6,rep,name=hosted,proto3" json:"hosted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FSMSetAllocation) Reset() {
+	*x = FSMSetAllocation{}
+	mi := &file_cluster_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FSMSetAllocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FSMSetAllocation) ProtoMessage() {}
+
+func (x *FSMSetAllocation) ProtoReflect() protoreflect.Message {
+	mi := &file_cluster_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FSMSetAllocation.ProtoReflect.Descriptor instead.
+func (*FSMSetAllocation) Descriptor() ([]byte, []int) {
+	return file_cluster_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *FSMSetAllocation) GetExpectSlot() uint64 {
+	if x != nil {
+		return x.ExpectSlot
+	}
+	return 0
+}
+
+func (x *FSMSetAllocation) GetSlot() uint64 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *FSMSetAllocation) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *FSMSetAllocation) GetY() []float64 {
+	if x != nil {
+		return x.Y
+	}
+	return nil
+}
+
+func (x *FSMSetAllocation) GetSetHosted() bool {
+	if x != nil {
+		return x.SetHosted
+	}
+	return false
+}
+
+func (x *FSMSetAllocation) GetHosted() []string {
+	if x != nil {
+		return x.Hosted
+	}
+	return nil
+}
+
 // FSMCommand is one entry of a vertex's Raft log. New commands are added as
 // new oneof cases with new field numbers (e.g. set_allocation for y^v);
 // a replica that does not know a case rejects it with an error instead of
@@ -443,6 +555,7 @@ type FSMCommand struct {
 	//	*FSMCommand_SetHosted
 	//	*FSMCommand_AdvanceSlot
 	//	*FSMCommand_SetMembers
+	//	*FSMCommand_SetAllocation
 	Cmd           isFSMCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -450,7 +563,7 @@ type FSMCommand struct {
 
 func (x *FSMCommand) Reset() {
 	*x = FSMCommand{}
-	mi := &file_cluster_proto_msgTypes[6]
+	mi := &file_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +575,7 @@ func (x *FSMCommand) String() string {
 func (*FSMCommand) ProtoMessage() {}
 
 func (x *FSMCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[6]
+	mi := &file_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +588,7 @@ func (x *FSMCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMCommand.ProtoReflect.Descriptor instead.
 func (*FSMCommand) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{6}
+	return file_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FSMCommand) GetCmd() isFSMCommand_Cmd {
@@ -512,6 +625,15 @@ func (x *FSMCommand) GetSetMembers() *FSMSetMembers {
 	return nil
 }
 
+func (x *FSMCommand) GetSetAllocation() *FSMSetAllocation {
+	if x != nil {
+		if x, ok := x.Cmd.(*FSMCommand_SetAllocation); ok {
+			return x.SetAllocation
+		}
+	}
+	return nil
+}
+
 type isFSMCommand_Cmd interface {
 	isFSMCommand_Cmd()
 }
@@ -528,11 +650,17 @@ type FSMCommand_SetMembers struct {
 	SetMembers *FSMSetMembers `protobuf:"bytes,3,opt,name=set_members,json=setMembers,proto3,oneof"`
 }
 
+type FSMCommand_SetAllocation struct {
+	SetAllocation *FSMSetAllocation `protobuf:"bytes,4,opt,name=set_allocation,json=setAllocation,proto3,oneof"`
+}
+
 func (*FSMCommand_SetHosted) isFSMCommand_Cmd() {}
 
 func (*FSMCommand_AdvanceSlot) isFSMCommand_Cmd() {}
 
 func (*FSMCommand_SetMembers) isFSMCommand_Cmd() {}
+
+func (*FSMCommand_SetAllocation) isFSMCommand_Cmd() {}
 
 // GossipMessage is a user message sent between memberlist agents (delegate
 // NotifyMsg). New kinds are added as oneof cases.
@@ -548,7 +676,7 @@ type GossipMessage struct {
 
 func (x *GossipMessage) Reset() {
 	*x = GossipMessage{}
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +688,7 @@ func (x *GossipMessage) String() string {
 func (*GossipMessage) ProtoMessage() {}
 
 func (x *GossipMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[7]
+	mi := &file_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +701,7 @@ func (x *GossipMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GossipMessage.ProtoReflect.Descriptor instead.
 func (*GossipMessage) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{7}
+	return file_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GossipMessage) GetMsg() isGossipMessage_Msg {
@@ -613,7 +741,7 @@ type GossipLeaveIntent struct {
 
 func (x *GossipLeaveIntent) Reset() {
 	*x = GossipLeaveIntent{}
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +753,7 @@ func (x *GossipLeaveIntent) String() string {
 func (*GossipLeaveIntent) ProtoMessage() {}
 
 func (x *GossipLeaveIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_cluster_proto_msgTypes[8]
+	mi := &file_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +766,7 @@ func (x *GossipLeaveIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GossipLeaveIntent.ProtoReflect.Descriptor instead.
 func (*GossipLeaveIntent) Descriptor() ([]byte, []int) {
-	return file_cluster_proto_rawDescGZIP(), []int{8}
+	return file_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GossipLeaveIntent) GetNode() string {
@@ -667,13 +795,17 @@ const file_cluster_proto_rawDesc = "" +
 	"\x10bootstrap_expect\x18\t \x01(\x05R\x0fbootstrapExpect\":\n" +
 	"\vGroupMember\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
-	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"\xb8\x01\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"\x85\x02\n" +
 	"\vVertexState\x12\x16\n" +
 	"\x06vertex\x18\x01 \x01(\tR\x06vertex\x123\n" +
 	"\amembers\x18\x02 \x03(\v2\x19.idn.messages.GroupMemberR\amembers\x12#\n" +
 	"\rhosted_models\x18\x03 \x03(\tR\fhostedModels\x12\x12\n" +
 	"\x04slot\x18\x04 \x01(\x04R\x04slot\x12#\n" +
-	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\"&\n" +
+	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x12+\n" +
+	"\x11fractional_models\x18\x06 \x03(\tR\x10fractionalModels\x12\x1e\n" +
+	"\n" +
+	"fractional\x18\a \x03(\x01R\n" +
+	"fractional\"&\n" +
 	"\fFSMSetHosted\x12\x16\n" +
 	"\x06models\x18\x01 \x03(\tR\x06models\"m\n" +
 	"\x0eFSMAdvanceSlot\x12\x1f\n" +
@@ -682,14 +814,24 @@ const file_cluster_proto_rawDesc = "" +
 	"\fcheck_expect\x18\x02 \x01(\bR\vcheckExpect\x12\x17\n" +
 	"\ato_slot\x18\x03 \x01(\x04R\x06toSlot\"D\n" +
 	"\rFSMSetMembers\x123\n" +
-	"\amembers\x18\x01 \x03(\v2\x19.idn.messages.GroupMemberR\amembers\"\xd3\x01\n" +
+	"\amembers\x18\x01 \x03(\v2\x19.idn.messages.GroupMemberR\amembers\"\xa4\x01\n" +
+	"\x10FSMSetAllocation\x12\x1f\n" +
+	"\vexpect_slot\x18\x01 \x01(\x04R\n" +
+	"expectSlot\x12\x12\n" +
+	"\x04slot\x18\x02 \x01(\x04R\x04slot\x12\x16\n" +
+	"\x06models\x18\x03 \x03(\tR\x06models\x12\f\n" +
+	"\x01y\x18\x04 \x03(\x01R\x01y\x12\x1d\n" +
+	"\n" +
+	"set_hosted\x18\x05 \x01(\bR\tsetHosted\x12\x16\n" +
+	"\x06hosted\x18\x06 \x03(\tR\x06hosted\"\x9c\x02\n" +
 	"\n" +
 	"FSMCommand\x12;\n" +
 	"\n" +
 	"set_hosted\x18\x01 \x01(\v2\x1a.idn.messages.FSMSetHostedH\x00R\tsetHosted\x12A\n" +
 	"\fadvance_slot\x18\x02 \x01(\v2\x1c.idn.messages.FSMAdvanceSlotH\x00R\vadvanceSlot\x12>\n" +
 	"\vset_members\x18\x03 \x01(\v2\x1b.idn.messages.FSMSetMembersH\x00R\n" +
-	"setMembersB\x05\n" +
+	"setMembers\x12G\n" +
+	"\x0eset_allocation\x18\x04 \x01(\v2\x1e.idn.messages.FSMSetAllocationH\x00R\rsetAllocationB\x05\n" +
 	"\x03cmd\"\\\n" +
 	"\rGossipMessage\x12D\n" +
 	"\fleave_intent\x18\x01 \x01(\v2\x1f.idn.messages.GossipLeaveIntentH\x00R\vleaveIntentB\x05\n" +
@@ -709,7 +851,7 @@ func file_cluster_proto_rawDescGZIP() []byte {
 	return file_cluster_proto_rawDescData
 }
 
-var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_cluster_proto_goTypes = []any{
 	(*NodeMeta)(nil),          // 0: idn.messages.NodeMeta
 	(*GroupMember)(nil),       // 1: idn.messages.GroupMember
@@ -717,9 +859,10 @@ var file_cluster_proto_goTypes = []any{
 	(*FSMSetHosted)(nil),      // 3: idn.messages.FSMSetHosted
 	(*FSMAdvanceSlot)(nil),    // 4: idn.messages.FSMAdvanceSlot
 	(*FSMSetMembers)(nil),     // 5: idn.messages.FSMSetMembers
-	(*FSMCommand)(nil),        // 6: idn.messages.FSMCommand
-	(*GossipMessage)(nil),     // 7: idn.messages.GossipMessage
-	(*GossipLeaveIntent)(nil), // 8: idn.messages.GossipLeaveIntent
+	(*FSMSetAllocation)(nil),  // 6: idn.messages.FSMSetAllocation
+	(*FSMCommand)(nil),        // 7: idn.messages.FSMCommand
+	(*GossipMessage)(nil),     // 8: idn.messages.GossipMessage
+	(*GossipLeaveIntent)(nil), // 9: idn.messages.GossipLeaveIntent
 }
 var file_cluster_proto_depIdxs = []int32{
 	1, // 0: idn.messages.VertexState.members:type_name -> idn.messages.GroupMember
@@ -727,12 +870,13 @@ var file_cluster_proto_depIdxs = []int32{
 	3, // 2: idn.messages.FSMCommand.set_hosted:type_name -> idn.messages.FSMSetHosted
 	4, // 3: idn.messages.FSMCommand.advance_slot:type_name -> idn.messages.FSMAdvanceSlot
 	5, // 4: idn.messages.FSMCommand.set_members:type_name -> idn.messages.FSMSetMembers
-	8, // 5: idn.messages.GossipMessage.leave_intent:type_name -> idn.messages.GossipLeaveIntent
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	6, // 5: idn.messages.FSMCommand.set_allocation:type_name -> idn.messages.FSMSetAllocation
+	9, // 6: idn.messages.GossipMessage.leave_intent:type_name -> idn.messages.GossipLeaveIntent
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_cluster_proto_init() }
@@ -740,12 +884,13 @@ func file_cluster_proto_init() {
 	if File_cluster_proto != nil {
 		return
 	}
-	file_cluster_proto_msgTypes[6].OneofWrappers = []any{
+	file_cluster_proto_msgTypes[7].OneofWrappers = []any{
 		(*FSMCommand_SetHosted)(nil),
 		(*FSMCommand_AdvanceSlot)(nil),
 		(*FSMCommand_SetMembers)(nil),
+		(*FSMCommand_SetAllocation)(nil),
 	}
-	file_cluster_proto_msgTypes[7].OneofWrappers = []any{
+	file_cluster_proto_msgTypes[8].OneofWrappers = []any{
 		(*GossipMessage_LeaveIntent)(nil),
 	}
 	type x struct{}
@@ -754,7 +899,7 @@ func file_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_cluster_proto_rawDesc), len(file_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
