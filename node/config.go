@@ -21,6 +21,24 @@ import (
 // ErrInvalidConfig marks a configuration error; the message names the field.
 var ErrInvalidConfig = errors.New("node: invalid config")
 
+// Allocation modes (Config.Allocation).
+const (
+	// AllocationStatic hosts Config.Hosted (or its default) for the node's life.
+	AllocationStatic = "static"
+	// AllocationInfida runs the INFIDA allocator on the vertex's Raft leader.
+	AllocationInfida = "infida"
+)
+
+// Defaults of the INFIDA allocation settings.
+const (
+	// DefaultSlot is the INFIDA slot of paper 000 Sec. VI (1 minute).
+	DefaultSlot = time.Minute
+	// DefaultRefresh is the refresh period B (slots) of policy/infida.DefaultConfig.
+	DefaultRefresh = 1
+	// MaxRefresh bounds Config.Refresh.
+	MaxRefresh = 1 << 20
+)
+
 // Timing presets for gossip and consensus.
 const (
 	// ProfileLAN uses gossip.DefaultConfig and consensus.DefaultConfig.
@@ -98,6 +116,20 @@ type Config struct {
 	// LeaveTimeout bounds the graceful gossip leave on Stop.
 	LeaveTimeout time.Duration `yaml:"leave_timeout"`
 
+	// Allocation selects how x^v is decided: AllocationStatic (Hosted, fixed
+	// for the node's life; the default) or AllocationInfida (the vertex's
+	// Raft leader runs INFIDA every Slot; paper 000). New refuses
+	// AllocationInfida until the node wires the allocator actor (issue 7
+	// stage 3b); Validate accepts it so configs can be written ahead.
+	Allocation string `yaml:"allocation"`
+	// Slot is the INFIDA slot length (paper 000: 1 minute; demos: seconds).
+	// Used only when Allocation is AllocationInfida; must be positive.
+	Slot time.Duration `yaml:"slot"`
+	// Refresh is the refresh period B of Algorithm 1 in slots: x^v is
+	// re-sampled (DepRound of y^v) every Refresh slots; >= 1. Used only when
+	// Allocation is AllocationInfida.
+	Refresh int `yaml:"refresh"`
+
 	// FaultAPI enables POST /v1/fault (partition injection for scenarios and
 	// tests): {"drop":["host:port",...]} drops gossip and Raft traffic to and
 	// from those peer addresses; {"drop":[]} heals. Never enable in production.
@@ -142,6 +174,9 @@ func DefaultConfig() Config {
 		MaxQueue:        256,
 		SyncInterval:    250 * time.Millisecond,
 		LeaveTimeout:    2 * time.Second,
+		Allocation:      AllocationStatic,
+		Slot:            DefaultSlot,
+		Refresh:         DefaultRefresh,
 	}
 }
 
@@ -317,6 +352,15 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueue < 1 {
 		bad("max_queue", "%d must be >= 1", c.MaxQueue)
+	}
+	if c.Allocation != AllocationStatic && c.Allocation != AllocationInfida {
+		bad("allocation", "%q, want %q or %q", c.Allocation, AllocationStatic, AllocationInfida)
+	}
+	if c.Slot <= 0 {
+		bad("slot", "%v must be positive", c.Slot)
+	}
+	if c.Refresh < 1 || c.Refresh > MaxRefresh {
+		bad("refresh", "%d must be 1..%d (slots)", c.Refresh, MaxRefresh)
 	}
 	return errors.Join(errs...)
 }

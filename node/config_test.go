@@ -33,6 +33,9 @@ func TestConfigValidateNamesFields(t *testing.T) {
 		"max_batch":        func(c *Config) { c.MaxBatch = 0 },
 		"latency_scale":    func(c *Config) { c.LatencyScale = -1 },
 		"hosted[1]":        func(c *Config) { c.Hosted = []string{"a", ""} },
+		"allocation":       func(c *Config) { c.Allocation = "greedy" },
+		"slot":             func(c *Config) { c.Slot = 0 },
+		"refresh":          func(c *Config) { c.Refresh = 0 },
 	}
 	for field, mod := range cases {
 		c := good
@@ -90,5 +93,33 @@ func TestDefaultHosted(t *testing.T) {
 	}
 	if h := n.Hosted(); len(h) != 600 || !strings.Contains(h[0], "yolov4-608p") {
 		t.Fatalf("repository hosts %d models, first %v", len(h), h[:1])
+	}
+}
+
+func TestAllocationConfig(t *testing.T) {
+	for _, c := range []Config{DefaultConfig(), DefaultLocalConfig()} {
+		if c.Allocation != AllocationStatic || c.Slot != time.Minute || c.Refresh != 1 {
+			t.Fatalf("defaults: allocation %q slot %v refresh %d", c.Allocation, c.Slot, c.Refresh)
+		}
+	}
+	c, err := ParseConfigYAML([]byte("allocation: infida\nslot: 2s\nrefresh: 3\n"), DefaultLocalConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Allocation != AllocationInfida || c.Slot != 2*time.Second || c.Refresh != 3 {
+		t.Fatalf("parsed %q %v %d", c.Allocation, c.Slot, c.Refresh)
+	}
+	c.Name, c.Vertex, c.DataDir = "n1", "cloud", t.TempDir()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("infida config: %v", err)
+	}
+	// Not wired into the node yet: New must refuse it, naming the field,
+	// rather than run a static allocation under an infida config.
+	if _, err := New(c); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "allocation:") {
+		t.Fatalf("New with infida: %v", err)
+	}
+	c.Refresh = MaxRefresh + 1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "refresh:") {
+		t.Fatalf("refresh too large: %v", err)
 	}
 }

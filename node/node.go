@@ -126,6 +126,12 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Allocation == AllocationInfida {
+		// Validate accepts it, but the node does not run the allocator yet:
+		// refuse rather than silently serve a static allocation.
+		return nil, fmt.Errorf("%w: allocation: %q is not run by the node yet (issue 7 stage 3b); use %q",
+			ErrInvalidConfig, cfg.Allocation, AllocationStatic)
+	}
 	lvl, _ := ParseLogLevel(cfg.LogLevel)
 	lg := cfg.Logger
 	if lg == nil {

@@ -90,6 +90,10 @@ func nodeConfigFromArgs(args []string, stderr io.Writer) (node.Config, error) {
 	raftTimeout := fs.Duration("raft-timeout", d.RaftTimeout, "override the Raft heartbeat/election timeout (0 = the profile's)")
 	faultAPI := fs.Bool("fault-api", d.FaultAPI, "enable POST /v1/fault {\"drop\":[\"host:port\",...]} (partition injection; tests only)")
 	gossipProbe := fs.Duration("gossip-probe", d.GossipProbe, "override the gossip probe interval (0 = the profile's)")
+	allocation := fs.String("allocation", d.Allocation, "allocation of models to this vertex: static (the --hosted models, fixed) or infida\n"+
+		"(INFIDA on the vertex's Raft leader; accepted by config validation but refused at node start until it is wired in)")
+	slot := fs.Duration("slot", d.Slot, "INFIDA slot length (--allocation infida only)")
+	refresh := fs.Int("refresh", d.Refresh, "INFIDA refresh period B in slots: x^v is re-sampled every B slots (--allocation infida only)")
 	if err := parseFlags(fs, args, false); err != nil {
 		return node.Config{}, err
 	}
@@ -123,6 +127,9 @@ func nodeConfigFromArgs(args []string, stderr io.Writer) (node.Config, error) {
 		"raft-timeout":     func() { cfg.RaftTimeout = *raftTimeout },
 		"gossip-probe":     func() { cfg.GossipProbe = *gossipProbe },
 		"fault-api":        func() { cfg.FaultAPI = *faultAPI },
+		"allocation":       func() { cfg.Allocation = *allocation },
+		"slot":             func() { cfg.Slot = *slot },
+		"refresh":          func() { cfg.Refresh = *refresh },
 	}
 	for f, fn := range apply {
 		if set[f] {

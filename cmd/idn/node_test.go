@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idn-net/idn/node"
 )
 
 func TestNodeCommandReadyLineAndGracefulStop(t *testing.T) {
@@ -78,8 +80,30 @@ func TestNodeCommandBadFlags(t *testing.T) {
 	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "gpus") {
 		t.Fatalf("want usage error naming gpus, got %v", err)
 	}
+	for flag, args := range map[string][]string{
+		"allocation": {"--allocation", "greedy"},
+		"slot":       {"--slot", "0s"},
+		"refresh":    {"--refresh", "0"},
+	} {
+		err = runNode(context.Background(), append([]string{"--local", "--name", "x", "--vertex", "cloud"}, args...), &out, &errOut)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), flag+":") {
+			t.Fatalf("want usage error naming %s, got %v", flag, err)
+		}
+	}
 	if out.Len() != 0 {
 		t.Fatalf("stdout must stay empty on errors: %q", out.String())
+	}
+}
+
+func TestNodeConfigAllocationFlags(t *testing.T) {
+	var errOut strings.Builder
+	cfg, err := nodeConfigFromArgs([]string{"--local", "--name", "x", "--vertex", "cloud"}, &errOut)
+	if err != nil || cfg.Allocation != node.AllocationStatic || cfg.Slot != node.DefaultSlot || cfg.Refresh != node.DefaultRefresh {
+		t.Fatalf("defaults: %+v %v", cfg, err)
+	}
+	cfg, err = nodeConfigFromArgs([]string{"--local", "--name", "x", "--vertex", "cloud", "--allocation", "infida", "--slot", "2s", "--refresh", "4"}, &errOut)
+	if err != nil || cfg.Allocation != node.AllocationInfida || cfg.Slot != 2*time.Second || cfg.Refresh != 4 {
+		t.Fatalf("flags: allocation %q slot %v refresh %d: %v", cfg.Allocation, cfg.Slot, cfg.Refresh, err)
 	}
 }
 
