@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idn-net/idn/internal/leakcheck"
 	"github.com/idn-net/idn/messages"
 )
 
@@ -27,28 +27,7 @@ func testLogger(t *testing.T) *slog.Logger {
 // running shortly after the test's cleanups.
 func checkNoLeaks(t *testing.T) {
 	t.Helper()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			var leaked []string
-			for _, g := range strings.Split(string(buf), "\n\n") {
-				if (strings.Contains(g, "hashicorp/raft") || strings.Contains(g, "idn/consensus.")) &&
-					!strings.Contains(g, "checkNoLeaks") && !strings.Contains(g, "testing.tRunner") {
-					leaked = append(leaked, g)
-				}
-			}
-			if len(leaked) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%d leaked goroutines:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
+	leakcheck.Check(t, "hashicorp/raft", "idn/consensus.")
 }
 
 type tnode struct {

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idn-net/idn/internal/leakcheck"
 )
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -24,30 +25,7 @@ func testLogger(t *testing.T) *slog.Logger {
 // still running shortly after the test's cleanups.
 func checkNoLeaks(t *testing.T) {
 	t.Helper()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			var leaked []string
-			for _, g := range strings.Split(string(buf), "\n\n") {
-				if strings.Contains(g, "hashicorp/memberlist") || strings.Contains(g, "idn/gossip.") {
-					if strings.Contains(g, "checkNoLeaks") {
-						continue
-					}
-					leaked = append(leaked, g)
-				}
-			}
-			if len(leaked) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%d leaked goroutines:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
+	leakcheck.Check(t, "hashicorp/memberlist", "idn/gossip.")
 }
 
 type recorder struct {
