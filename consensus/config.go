@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"time"
+
+	"github.com/idn-net/idn/internal/hostport"
 )
 
 // Config configures one node's membership in its vertex's Raft group.
@@ -146,7 +147,7 @@ func (c Config) Validate() error {
 		add("Vertex", "must not be empty")
 	}
 	bindHost := ""
-	if h, _, err := splitHostPort(c.BindAddr); err != nil {
+	if h, _, err := hostport.Split(c.BindAddr); err != nil {
 		add("BindAddr", "%v", err)
 	} else if net.ParseIP(h) == nil {
 		add("BindAddr", "host %q must be an IP address", h)
@@ -154,7 +155,7 @@ func (c Config) Validate() error {
 		bindHost = h
 	}
 	if c.AdvertiseAddr != "" {
-		if h, _, err := splitHostPort(c.AdvertiseAddr); err != nil {
+		if h, _, err := hostport.Split(c.AdvertiseAddr); err != nil {
 			add("AdvertiseAddr", "%v", err)
 		} else if ip := net.ParseIP(h); ip == nil || ip.IsUnspecified() {
 			add("AdvertiseAddr", "host %q must be a concrete IP address", h)
@@ -204,22 +205,4 @@ func (c Config) Validate() error {
 		add("SnapshotRetain", "must be >= 1")
 	}
 	return errors.Join(errs...)
-}
-
-func splitHostPort(s string) (string, int, error) {
-	if s == "" {
-		return "", 0, errors.New("must be host:port, got empty")
-	}
-	h, p, err := net.SplitHostPort(s)
-	if err != nil {
-		return "", 0, fmt.Errorf("must be host:port: %v", err)
-	}
-	if h == "" {
-		return "", 0, fmt.Errorf("missing host in %q", s)
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("bad port %q", p)
-	}
-	return h, port, nil
 }

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"time"
+
+	"github.com/idn-net/idn/internal/hostport"
 )
 
 // MaxMetaSize is memberlist's limit on encoded node metadata (memberlist
@@ -156,20 +157,20 @@ func (c Config) Validate() error {
 	} else if len(c.NodeName) > 128 {
 		add("NodeName", "longer than 128 bytes")
 	}
-	if h, _, err := splitHostPort(c.BindAddr); err != nil {
+	if h, _, err := hostport.Split(c.BindAddr); err != nil {
 		add("BindAddr", "%v", err)
 	} else if net.ParseIP(h) == nil {
 		add("BindAddr", "host %q must be an IP address", h)
 	}
 	if c.AdvertiseAddr != "" {
-		if h, _, err := splitHostPort(c.AdvertiseAddr); err != nil {
+		if h, _, err := hostport.Split(c.AdvertiseAddr); err != nil {
 			add("AdvertiseAddr", "%v", err)
 		} else if ip := net.ParseIP(h); ip == nil || ip.IsUnspecified() {
 			add("AdvertiseAddr", "host %q must be a concrete IP address", h)
 		}
 	}
 	for i, s := range c.Seeds {
-		if _, p, err := splitHostPort(s); err != nil {
+		if _, p, err := hostport.Split(s); err != nil {
 			add(fmt.Sprintf("Seeds[%d]", i), "%v", err)
 		} else if p == 0 {
 			add(fmt.Sprintf("Seeds[%d]", i), "port must not be 0")
@@ -221,22 +222,4 @@ func (c Config) Validate() error {
 		add("DeadNodeReclaimTime", "must not be negative")
 	}
 	return errors.Join(errs...)
-}
-
-func splitHostPort(s string) (string, int, error) {
-	if s == "" {
-		return "", 0, errors.New("must be host:port, got empty")
-	}
-	h, p, err := net.SplitHostPort(s)
-	if err != nil {
-		return "", 0, fmt.Errorf("must be host:port: %v", err)
-	}
-	if h == "" {
-		return "", 0, fmt.Errorf("missing host in %q", s)
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("bad port %q", p)
-	}
-	return h, port, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/idn-net/idn/internal/hostport"
 	"github.com/idn-net/idn/messages"
 )
 
@@ -171,7 +172,7 @@ func New(cfg Config, onEvent func(Event)) (*Gossip, error) {
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 
-	bindHost, bindPort, _ := splitHostPort(cfg.BindAddr)
+	bindHost, bindPort, _ := hostport.Split(cfg.BindAddr)
 	stdLog := newStdLogger(lg)
 	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
 		BindAddrs: []string{bindHost},
@@ -184,7 +185,7 @@ func New(cfg Config, onEvent func(Event)) (*Gossip, error) {
 	port := nt.GetAutoBindPort()
 	advHost, advPort := bindHost, port
 	if cfg.AdvertiseAddr != "" {
-		h, p, _ := splitHostPort(cfg.AdvertiseAddr)
+		h, p, _ := hostport.Split(cfg.AdvertiseAddr)
 		advHost = h
 		if p != 0 {
 			advPort = p
