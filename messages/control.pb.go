@@ -248,21 +248,103 @@ func (x *DownstreamControl) GetDoneHop() int32 {
 	return 0
 }
 
+// CostEntry is one serving alternative in a serving-cost announcement
+// (paper 000 Sec. III-E): model `model` (catalog index) hosted at vertex
+// `vertex` (topology index) can serve task `task` (catalog task index) at
+// cost `cost` (eq. 6, ms) measured from the announcing vertex: the RTT from
+// it up to `vertex`, plus d_m, plus alpha times the inaccuracy.
+type CostEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          int32                  `protobuf:"varint,1,opt,name=task,proto3" json:"task,omitempty"`
+	Vertex        int32                  `protobuf:"varint,2,opt,name=vertex,proto3" json:"vertex,omitempty"`
+	Model         int32                  `protobuf:"varint,3,opt,name=model,proto3" json:"model,omitempty"`
+	Cost          float64                `protobuf:"fixed64,4,opt,name=cost,proto3" json:"cost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CostEntry) Reset() {
+	*x = CostEntry{}
+	mi := &file_control_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CostEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CostEntry) ProtoMessage() {}
+
+func (x *CostEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CostEntry.ProtoReflect.Descriptor instead.
+func (*CostEntry) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CostEntry) GetTask() int32 {
+	if x != nil {
+		return x.Task
+	}
+	return 0
+}
+
+func (x *CostEntry) GetVertex() int32 {
+	if x != nil {
+		return x.Vertex
+	}
+	return 0
+}
+
+func (x *CostEntry) GetModel() int32 {
+	if x != nil {
+		return x.Model
+	}
+	return 0
+}
+
+func (x *CostEntry) GetCost() float64 {
+	if x != nil {
+		return x.Cost
+	}
+	return 0
+}
+
 // ControlBatch is every control message one vertex sends one neighbour in
 // one processing step of a slot.
 type ControlBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Slot          int64                  `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
-	FromVertex    int32                  `protobuf:"varint,2,opt,name=from_vertex,json=fromVertex,proto3" json:"from_vertex,omitempty"`
-	Up            []*UpstreamControl     `protobuf:"bytes,3,rep,name=up,proto3" json:"up,omitempty"`
-	Down          []*DownstreamControl   `protobuf:"bytes,4,rep,name=down,proto3" json:"down,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Slot       int64                  `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	FromVertex int32                  `protobuf:"varint,2,opt,name=from_vertex,json=fromVertex,proto3" json:"from_vertex,omitempty"`
+	Up         []*UpstreamControl     `protobuf:"bytes,3,rep,name=up,proto3" json:"up,omitempty"`
+	Down       []*DownstreamControl   `protobuf:"bytes,4,rep,name=down,proto3" json:"down,omitempty"`
+	// costs_update marks a serving-cost announcement sent downstream to a
+	// child vertex: `costs` then replaces, for every task whose next hop from
+	// the child toward its repository is the sender, the alternatives the
+	// child knows (a task without entries has none). Announcements are sent
+	// when the sender's allocation or available capacity changes and once per
+	// slot; each vertex prunes what it passes on to the alternatives cheaper
+	// than its own best model, so only cheaper upstream alternatives remain.
+	CostsUpdate   bool         `protobuf:"varint,5,opt,name=costs_update,json=costsUpdate,proto3" json:"costs_update,omitempty"`
+	Costs         []*CostEntry `protobuf:"bytes,6,rep,name=costs,proto3" json:"costs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ControlBatch) Reset() {
 	*x = ControlBatch{}
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +356,7 @@ func (x *ControlBatch) String() string {
 func (*ControlBatch) ProtoMessage() {}
 
 func (x *ControlBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +369,7 @@ func (x *ControlBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlBatch.ProtoReflect.Descriptor instead.
 func (*ControlBatch) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{3}
+	return file_control_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ControlBatch) GetSlot() int64 {
@@ -318,6 +400,20 @@ func (x *ControlBatch) GetDown() []*DownstreamControl {
 	return nil
 }
 
+func (x *ControlBatch) GetCostsUpdate() bool {
+	if x != nil {
+		return x.CostsUpdate
+	}
+	return false
+}
+
+func (x *ControlBatch) GetCosts() []*CostEntry {
+	if x != nil {
+		return x.Costs
+	}
+	return nil
+}
+
 // ControlEnvelope is what crosses the wire: a marshalled ControlBatch,
 // zstd-compressed (klauspost/compress) when it is large.
 type ControlEnvelope struct {
@@ -334,7 +430,7 @@ type ControlEnvelope struct {
 
 func (x *ControlEnvelope) Reset() {
 	*x = ControlEnvelope{}
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +442,7 @@ func (x *ControlEnvelope) String() string {
 func (*ControlEnvelope) ProtoMessage() {}
 
 func (x *ControlEnvelope) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +455,7 @@ func (x *ControlEnvelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlEnvelope.ProtoReflect.Descriptor instead.
 func (*ControlEnvelope) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{4}
+	return file_control_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ControlEnvelope) GetSlot() int64 {
@@ -417,13 +513,20 @@ const file_control_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\x05R\x04type\x12\x17\n" +
 	"\agamma_k\x18\x02 \x01(\x01R\x06gammaK\x12\x10\n" +
 	"\x03hop\x18\x03 \x01(\x05R\x03hop\x12\x19\n" +
-	"\bdone_hop\x18\x04 \x01(\x05R\adoneHop\"\xa7\x01\n" +
+	"\bdone_hop\x18\x04 \x01(\x05R\adoneHop\"a\n" +
+	"\tCostEntry\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\x05R\x04task\x12\x16\n" +
+	"\x06vertex\x18\x02 \x01(\x05R\x06vertex\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\x05R\x05model\x12\x12\n" +
+	"\x04cost\x18\x04 \x01(\x01R\x04cost\"\xf9\x01\n" +
 	"\fControlBatch\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\x03R\x04slot\x12\x1f\n" +
 	"\vfrom_vertex\x18\x02 \x01(\x05R\n" +
 	"fromVertex\x12-\n" +
 	"\x02up\x18\x03 \x03(\v2\x1d.idn.messages.UpstreamControlR\x02up\x123\n" +
-	"\x04down\x18\x04 \x03(\v2\x1f.idn.messages.DownstreamControlR\x04down\"\x8b\x01\n" +
+	"\x04down\x18\x04 \x03(\v2\x1f.idn.messages.DownstreamControlR\x04down\x12!\n" +
+	"\fcosts_update\x18\x05 \x01(\bR\vcostsUpdate\x12-\n" +
+	"\x05costs\x18\x06 \x03(\v2\x17.idn.messages.CostEntryR\x05costs\"\x8b\x01\n" +
 	"\x0fControlEnvelope\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\x03R\x04slot\x12\x1f\n" +
 	"\vfrom_vertex\x18\x02 \x01(\x05R\n" +
@@ -444,23 +547,25 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_control_proto_goTypes = []any{
 	(*ControlEntry)(nil),      // 0: idn.messages.ControlEntry
 	(*UpstreamControl)(nil),   // 1: idn.messages.UpstreamControl
 	(*DownstreamControl)(nil), // 2: idn.messages.DownstreamControl
-	(*ControlBatch)(nil),      // 3: idn.messages.ControlBatch
-	(*ControlEnvelope)(nil),   // 4: idn.messages.ControlEnvelope
+	(*CostEntry)(nil),         // 3: idn.messages.CostEntry
+	(*ControlBatch)(nil),      // 4: idn.messages.ControlBatch
+	(*ControlEnvelope)(nil),   // 5: idn.messages.ControlEnvelope
 }
 var file_control_proto_depIdxs = []int32{
 	0, // 0: idn.messages.UpstreamControl.pending:type_name -> idn.messages.ControlEntry
 	1, // 1: idn.messages.ControlBatch.up:type_name -> idn.messages.UpstreamControl
 	2, // 2: idn.messages.ControlBatch.down:type_name -> idn.messages.DownstreamControl
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	3, // 3: idn.messages.ControlBatch.costs:type_name -> idn.messages.CostEntry
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -474,7 +579,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -33,6 +33,9 @@ const (
 const (
 	// DefaultSlot is the INFIDA slot of paper 000 Sec. VI (1 minute).
 	DefaultSlot = time.Minute
+	// DefaultEta is policy/infida.DefaultConfig's learning rate (tuned for
+	// the paper's 7,500 rps x 60 s slots).
+	DefaultEta = 3e-3
 	// DefaultRefresh is the refresh period B (slots) of policy/infida.DefaultConfig.
 	DefaultRefresh = 1
 	// MaxRefresh bounds Config.Refresh.
@@ -118,9 +121,11 @@ type Config struct {
 
 	// Allocation selects how x^v is decided: AllocationStatic (Hosted, fixed
 	// for the node's life; the default) or AllocationInfida (the vertex's
-	// Raft leader runs INFIDA every Slot; paper 000). New refuses
-	// AllocationInfida until the node wires the allocator actor (issue 7
-	// stage 3b); Validate accepts it so configs can be written ahead.
+	// Raft leader runs INFIDA every Slot; paper 000): its allocator actor
+	// exchanges control messages with the other vertices' allocators, commits
+	// y^v and x^v to the vertex's Raft group, and the executors follow x^v.
+	// Every node of the cluster must use the same Slot, Eta, Alpha,
+	// TypesSeed and EntriesPerTask (they define the shared problem instance).
 	Allocation string `yaml:"allocation"`
 	// Slot is the INFIDA slot length (paper 000: 1 minute; demos: seconds).
 	// Used only when Allocation is AllocationInfida; must be positive.
@@ -129,6 +134,23 @@ type Config struct {
 	// re-sampled (DepRound of y^v) every Refresh slots; >= 1. Used only when
 	// Allocation is AllocationInfida.
 	Refresh int `yaml:"refresh"`
+	// Eta is INFIDA's learning rate (paper 000 Algorithm 1). The gain's
+	// subgradient scales with the number of requests per slot, so a cluster
+	// with fewer requests per slot than the paper's 450,000 needs a larger eta.
+	Eta float64 `yaml:"eta"`
+	// Alpha is the latency/accuracy trade-off of paper 000 eq. 6 (ms per
+	// percentage point of inaccuracy); every vertex must use the same.
+	Alpha float64 `yaml:"alpha"`
+	// TypesSeed and EntriesPerTask fix the request types rho = (task, entry
+	// base station) the allocators track: each task enters at
+	// EntriesPerTask base stations drawn with TypesSeed (paper 000 Sec. VI;
+	// the same draw as `idn experiment infida --seed`); 0 entries = every
+	// base station. Requests of other types are served but not learned from.
+	TypesSeed      uint64 `yaml:"types_seed"`
+	EntriesPerTask int    `yaml:"entries_per_task"`
+	// ControlTimeout bounds how long a slot waits for control messages
+	// before the vertex steps with what it has (0 = half the slot).
+	ControlTimeout time.Duration `yaml:"control_timeout"`
 
 	// FaultAPI enables POST /v1/fault (partition injection for scenarios and
 	// tests): {"drop":["host:port",...]} drops gossip and Raft traffic to and
@@ -177,6 +199,10 @@ func DefaultConfig() Config {
 		Allocation:      AllocationStatic,
 		Slot:            DefaultSlot,
 		Refresh:         DefaultRefresh,
+		Eta:             DefaultEta,
+		Alpha:           1,
+		TypesSeed:       1,
+		EntriesPerTask:  2,
 	}
 }
 
@@ -361,6 +387,21 @@ func (c Config) Validate() error {
 	}
 	if c.Refresh < 1 || c.Refresh > MaxRefresh {
 		bad("refresh", "%d must be 1..%d (slots)", c.Refresh, MaxRefresh)
+	}
+	if !(c.Eta > 0) || math.IsInf(c.Eta, 0) {
+		bad("eta", "%v must be finite and > 0", c.Eta)
+	}
+	if !(c.Alpha >= 0) || math.IsInf(c.Alpha, 0) {
+		bad("alpha", "%v must be finite and >= 0", c.Alpha)
+	}
+	if c.EntriesPerTask < 0 {
+		bad("entries_per_task", "%d must be >= 0", c.EntriesPerTask)
+	}
+	if c.ControlTimeout < 0 {
+		bad("control_timeout", "%v is negative", c.ControlTimeout)
+	}
+	if c.Allocation == AllocationInfida && c.Slot < 100*time.Millisecond {
+		bad("slot", "%v is below 100ms (control messages need a few RTTs per slot)", c.Slot)
 	}
 	return errors.Join(errs...)
 }

@@ -251,6 +251,9 @@ func (n *Node) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	n.metrics.write(w, gauges{members: len(n.AliveMembers()), vertex: n.cfg.Vertex, isLeader: n.IsLeader(),
 		guardDropped: n.guard.dropped.Load(), guardPanics: n.guard.panicked.Load()})
+	if n.inf != nil {
+		n.inf.writeMetrics(w)
+	}
 }
 
 // faultBody is the body of POST /v1/fault.

@@ -112,6 +112,8 @@ type Node struct {
 
 	dropSet atomic.Pointer[map[string]bool] // fault injection (POST /v1/fault)
 
+	inf *infidaState // live INFIDA (Allocation infida); nil in static mode
+
 	started  atomic.Bool
 	joined   atomic.Bool
 	stopped  atomic.Bool
@@ -125,12 +127,6 @@ type Node struct {
 func New(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if cfg.Allocation == AllocationInfida {
-		// Validate accepts it, but the node does not run the allocator yet:
-		// refuse rather than silently serve a static allocation.
-		return nil, fmt.Errorf("%w: allocation: %q is not run by the node yet (issue 7 stage 3b); use %q",
-			ErrInvalidConfig, cfg.Allocation, AllocationStatic)
 	}
 	lvl, _ := ParseLogLevel(cfg.LogLevel)
 	lg := cfg.Logger
@@ -162,7 +158,17 @@ func New(cfg Config) (*Node, error) {
 	if n.memMB <= 0 {
 		n.memMB = 1
 	}
-	if len(cfg.Hosted) > 0 {
+	if cfg.Allocation == AllocationInfida {
+		if len(cfg.Hosted) > 0 {
+			return nil, fmt.Errorf("%w: hosted: %d models given, but allocation %q decides x^v itself", ErrInvalidConfig, len(cfg.Hosted), cfg.Allocation)
+		}
+		if n.inf, err = newInfida(cfg, g, cat, cfg.Vertex); err != nil {
+			return nil, err
+		}
+		// x^v starts as the repository models (omega, always hosted);
+		// INFIDA adds the others from its first sample on.
+		n.hosted = repositoryModels(g, cat, cfg.Vertex)
+	} else if len(cfg.Hosted) > 0 {
 		for i, name := range cfg.Hosted {
 			if _, ok := cat.ModelIndex(name); !ok {
 				return nil, fmt.Errorf("%w: hosted[%d]: %q is not a model of the catalog", ErrInvalidConfig, i, name)
@@ -421,6 +427,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.addrs.Gossip = n.gossip.Addr()
 
+	if n.inf != nil {
+		n.execWG.Add(1) // waited for after baseCtx is cancelled
+		go func() {
+			defer n.execWG.Done()
+			n.reconcileLoop(n.baseCtx)
+		}()
+	}
 	n.wg.Add(1)
 	go n.controlLoop()
 	if err := n.gossip.Join(ctx); err != nil {
@@ -616,6 +629,7 @@ func (n *Node) controlLoop() {
 	for {
 		select {
 		case <-n.stopLoop:
+			n.stopAllocator()
 			n.stopScheduler()
 			return
 		case <-n.wake:
@@ -711,7 +725,10 @@ func (n *Node) sync() {
 	}
 	n.system.Root.Send(n.routerPID, snap)
 	n.system.Root.Send(n.routerPID, lc)
-	if tellRouter {
+	// In INFIDA mode the router never shortcuts past the vertex: every
+	// request of a type entering here must reach the scheduler to be
+	// counted (r_rho, paper 000 Sec. III-D).
+	if tellRouter && n.inf == nil {
 		n.system.Root.Send(n.routerPID, &router.Hosted{Models: n.hostedFrom(st)})
 	}
 	if pid := n.scheduler(); pid != nil {
@@ -723,6 +740,7 @@ func (n *Node) sync() {
 			n.system.Root.Send(pid, &scheduler.HostedChanged{Models: n.hostedFrom(st)})
 		}
 	}
+	n.syncInfida(isLeader && n.scheduler() != nil, members, st)
 }
 
 // hostedFrom returns x^v from the replicated state, or the configured one
@@ -737,7 +755,7 @@ func (n *Node) hostedFrom(st *messages.VertexState) []string {
 func (n *Node) startScheduler(snap *view.MembersSnapshot, lc *view.LeaderChanged, hosted []string) {
 	cfg := scheduler.Config{Node: n.cfg.Name, Vertex: n.cfg.Vertex, SelfAddr: n.addrs.Remote, Graph: n.graph,
 		Catalog: n.catalog, GPU: n.vinfo.GPU, LatencyScale: n.cfg.LatencyScale, Hosted: hosted,
-		MaxBatch: n.cfg.MaxBatch, MaxQueue: n.cfg.MaxQueue, Logger: n.log}
+		MaxBatch: n.cfg.MaxBatch, MaxQueue: n.cfg.MaxQueue, Logger: n.log, Infida: n.schedulerInfida()}
 	pid, err := n.system.Root.SpawnNamed(scheduler.Props(cfg, n.system.Root, n.delayer, snap, lc), view.SchedulerID)
 	if err != nil {
 		n.log.Error("spawn scheduler", "err", err)
@@ -826,6 +844,9 @@ type Status struct {
 	Members []Member `json:"members"`
 	// Hosted is x^v (replicated state, or the configured allocation before it is replicated).
 	Hosted []string `json:"hosted"`
+	// Allocation is the allocation mode and, with INFIDA, its replicated
+	// state and this node's allocator.
+	Allocation *AllocationStatus `json:"allocation"`
 }
 
 // Status returns the node's status.
@@ -842,6 +863,9 @@ func (n *Node) Status() Status {
 	}
 	st.Ready = n.Ready()
 	st.IsLeader = n.IsLeader()
+	if !n.stopped.Load() {
+		st.Allocation = n.allocationStatus()
+	}
 	return st
 }
 

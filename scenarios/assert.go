@@ -37,6 +37,17 @@ var AssertionMetrics = map[string]string{
 	"leader_changes":   "times a vertex got a leader other than its previous one during the load, over all vertices (a failover counts 1)",
 	"server_unreplied": "idn_requests_total - idn_replies_total summed over the never-restarted nodes alive at the end",
 	"converged_at_end": "1 when the cluster converged again after the load (every live node ready, seeing all, one leader per vertex), else 0",
+
+	"infida_live_ntag":        "infida: live NTAG (paper 000 eq. 23) over the last third of the load slots (NaN without infida)",
+	"infida_sim_ntag":         "infida: the slot simulator's NTAG over the same slots",
+	"infida_ntag_ratio":       "infida: infida_live_ntag / infida_sim_ntag (0 when the simulator's is 0)",
+	"infida_within_10pct":     "infida: 1 when |infida_ntag_ratio - 1| <= 0.1, else 0",
+	"infida_live_mu":          "infida: live model updates (eq. 24), MB per slot over all load slots",
+	"infida_sim_mu":           "infida: the simulator's MU, MB per slot",
+	"infida_y_preserved":      "infida: 1 when there was at least one leader-kill y^v check and the new leader restored exactly the y^v of the last committed slot every time, else 0",
+	"infida_y_max_diff":       "infida: largest |restored_y - recorded y^v| over the y^v checks (NaN when none compared)",
+	"infida_error_replies":    "infida: error replies to infida requests (they count gain 0)",
+	"infida_control_timeouts": "infida: idn_control_timeouts_total summed over all vertices",
 }
 
 type assertion struct {
@@ -169,6 +180,11 @@ func (r *Report) Metric(name string) (float64, bool) {
 		}
 		return float64(n), true
 	}
+	if strings.HasPrefix(name, "infida_") {
+		if _, known := AssertionMetrics[name]; known {
+			return r.infidaMetric(name), true
+		}
+	}
 	if kind, ok := strings.CutPrefix(name, "errors."); ok {
 		return float64(r.ErrorsByKind[kind]), true
 	}
@@ -216,4 +232,63 @@ func sortedByCount(m map[string]int) []string {
 	keys := sortedKeys(m)
 	sort.SliceStable(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
 	return keys
+}
+
+// infidaMetric returns an infida_ assertion metric (NaN without an infida
+// report).
+func (r *Report) infidaMetric(name string) float64 {
+	f := r.Infida
+	if f == nil {
+		return math.NaN()
+	}
+	b := func(ok bool) float64 {
+		if ok {
+			return 1
+		}
+		return 0
+	}
+	switch name {
+	case "infida_live_ntag":
+		return f.LiveNTAG
+	case "infida_sim_ntag":
+		return f.SimNTAG
+	case "infida_ntag_ratio":
+		return f.Ratio
+	case "infida_within_10pct":
+		return b(f.Within10Pct)
+	case "infida_live_mu":
+		return f.LiveMU
+	case "infida_sim_mu":
+		return f.SimMU
+	case "infida_y_preserved":
+		ok := len(f.YChecks) > 0
+		for _, y := range f.YChecks {
+			ok = ok && y.Preserved
+		}
+		return b(ok)
+	case "infida_y_max_diff":
+		d := math.NaN()
+		for _, y := range f.YChecks {
+			if !y.Recorded {
+				continue
+			}
+			v := y.MaxAbsDiff
+			if v < 0 { // lengths differed
+				v = math.Inf(1)
+			}
+			if math.IsNaN(d) || v > d {
+				d = v
+			}
+		}
+		return d
+	case "infida_error_replies":
+		return float64(f.Live.Errors)
+	case "infida_control_timeouts":
+		t := 0.0
+		for _, c := range f.Control {
+			t += c.Timeouts
+		}
+		return t
+	}
+	return math.NaN()
 }

@@ -51,6 +51,29 @@ type Status struct {
 	Members []StatusMember `json:"members"`
 	// Hosted are the models hosted at the node's vertex.
 	Hosted []string `json:"hosted"`
+	// Allocation is the allocator state (nil from a node without it).
+	Allocation *StatusAllocation `json:"allocation"`
+}
+
+// StatusAllocation is the "allocation" object of GET /v1/status.
+type StatusAllocation struct {
+	// Mode is "infida" or "static"; SlotMs the slot length.
+	Mode   string `json:"mode"`
+	SlotMs int64  `json:"slot_ms"`
+	// CommittedSlot is the FSM slot counter (last stepped slot + 1).
+	CommittedSlot uint64 `json:"committed_slot"`
+	// Models and Y are the FSM y^v, aligned; Hosted the FSM x^v.
+	Models []string  `json:"models"`
+	Y      []float64 `json:"y"`
+	Hosted []string  `json:"hosted"`
+	// Running is true on the node that runs the vertex's allocator.
+	Running bool `json:"running"`
+	// RestoredSlot and RestoredY are the committed_slot and y^v the
+	// running allocator started from (RestoredY nil: the initial state).
+	RestoredSlot uint64    `json:"restored_slot"`
+	RestoredY    []float64 `json:"restored_y"`
+	// SlotsStepped counts the slots this node's allocator stepped.
+	SlotsStepped uint64 `json:"slots_stepped"`
 }
 
 // StatusMember is one member in a Status.

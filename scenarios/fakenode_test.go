@@ -29,6 +29,9 @@ import (
 //	exit     exit 3 at once
 //	hang     accept infer requests and never reply
 //
+// With --allocation infida /v1/status has an allocation object (see the
+// infida block below) and /metrics the control counters.
+//
 // With --fault-api, POST /v1/fault {"drop":[gossip addrs]} hides those peers
 // from this node's members (so a partitioned leader keeps leading alone).
 const (
@@ -74,6 +77,14 @@ func fakeNode(args []string) int {
 	fs.String("catalog", "", "")
 	fs.String("hosted", "", "")
 	faultAPI := fs.Bool("fault-api", false, "")
+	allocation := fs.String("allocation", "static", "")
+	slotLen := fs.Duration("slot", time.Minute, "")
+	fs.Float64("eta", 0, "")
+	fs.Float64("alpha", 1, "")
+	fs.Int("refresh", 1, "")
+	fs.Uint64("types-seed", 1, "")
+	fs.Int("entries-per-task", 2, "")
+	fs.Duration("control-timeout", 0, "")
 	bind := map[string]*string{}
 	for _, b := range []string{"gossip", "remote", "raft", "api"} {
 		bind[b] = fs.String("bind-"+b, "127.0.0.1:0", "")
@@ -141,6 +152,15 @@ func fakeNode(args []string) int {
 		return out
 	}
 	var requests, replies atomic.Int64
+	// --allocation infida: the FSM slot counter is the common slot clock,
+	// y^v a function of it, x^v alternates between two models, and the
+	// leader "restores" the slot it first reported leading at.
+	infidaMode := *allocation == "infida"
+	started := time.Now()
+	committed := func() uint64 { return uint64(time.Now().UnixNano() / int64(*slotLen)) }
+	yAt := func(c uint64) []float64 { return []float64{float64(c%1000) / 1000, 0.25} }
+	var restoredMu sync.Mutex
+	restored := uint64(0)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
 		ms := members()
@@ -152,7 +172,25 @@ func fakeNode(args []string) int {
 				leader = m.Name
 			}
 		}
-		_ = json.NewEncoder(w).Encode(Status{Name: *name, Vertex: *vertex, Ready: leader != "", IsLeader: leader == *name, Leader: leader, Members: sm})
+		st := Status{Name: *name, Vertex: *vertex, Ready: leader != "", IsLeader: leader == *name, Leader: leader, Members: sm}
+		if infidaMode {
+			c := committed()
+			a := &StatusAllocation{Mode: "infida", SlotMs: slotLen.Milliseconds(), CommittedSlot: c, Models: []string{"a", "b"}, Y: yAt(c),
+				Hosted: []string{"task-00/yolov4-tiny-288p#0"}, Running: st.IsLeader}
+			if c%2 == 1 {
+				a.Hosted = []string{"task-00/yolov4-416p#0"}
+			}
+			if st.IsLeader {
+				restoredMu.Lock()
+				if restored == 0 {
+					restored = c
+				}
+				a.RestoredSlot, a.RestoredY = restored, yAt(restored)
+				restoredMu.Unlock()
+			}
+			st.Allocation = a
+		}
+		_ = json.NewEncoder(w).Encode(st)
 	})
 	mux.HandleFunc("POST /v2/models/{task}/infer", func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
@@ -173,13 +211,16 @@ func fakeNode(args []string) int {
 			fmt.Fprint(w, `{"error":"vertex cloud unreachable","kind":"unreachable"}`)
 			return
 		}
-		served := *vertex
+		served, model := *vertex, "m"
 		if task == "task-01" {
 			served = "cloud"
 		}
+		if infidaMode {
+			model = task + "/yolov4-416p#0"
+		}
 		time.Sleep(2 * time.Millisecond)
-		fmt.Fprintf(w, `{"id":%q,"model_name":%q,"outputs":[],"parameters":{"served_by_vertex":%q,"served_by_node":%q,"model":"m","correct":true,"accuracy":0.5,"latency_ms":2}}`,
-			req.ID, task, served, *name)
+		fmt.Fprintf(w, `{"id":%q,"model_name":%q,"outputs":[],"parameters":{"served_by_vertex":%q,"served_by_node":%q,"model":%q,"correct":true,"accuracy":0.5,"latency_ms":2}}`,
+			req.ID, task, served, *name, model)
 	})
 	mux.HandleFunc("POST /v1/fault", func(w http.ResponseWriter, r *http.Request) {
 		if !*faultAPI {
@@ -204,6 +245,11 @@ func fakeNode(args []string) int {
 	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "# TYPE idn_requests_total counter\nidn_requests_total %d\nidn_replies_total{result=\"ok\"} %d\nidn_members %d\n", requests.Load(), replies.Load(), len(members()))
+		if infidaMode {
+			n := int64(time.Since(started) / *slotLen)
+			fmt.Fprintf(w, "idn_infida_slots_total %d\nidn_control_messages_total %d\nidn_control_batches_total %d\nidn_control_raw_bytes_total %d\nidn_control_wire_bytes_total %d\n",
+				n, 4*n, 2*n, 400*n, 100*n)
+		}
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(apiLn) }()

@@ -188,7 +188,8 @@ func (l *loader) pickEntry() (string, ReadyLine, bool) {
 	return "", ReadyLine{}, false
 }
 
-// send issues one request and classifies its outcome (see Outcome).
+// send issues one request to a live entry node, round robin, and
+// classifies its outcome (see Outcome).
 func (l *loader) send(ctx context.Context, start time.Time, seq int, task string) Sample {
 	sentAt := time.Now()
 	s := Sample{Start: sentAt.Sub(start), Task: task}
@@ -197,6 +198,12 @@ func (l *loader) send(ctx context.Context, start time.Time, seq int, task string
 		s.Outcome, s.Kind = OutcomeNotAccepted, "no_live_entry"
 		return s
 	}
+	return l.sendTo(ctx, s, sentAt, seq, name, ready)
+}
+
+// sendTo issues request s (Start and Task set) to node name.
+func (l *loader) sendTo(ctx context.Context, s Sample, sentAt time.Time, seq int, name string, ready ReadyLine) Sample {
+	task := s.Task
 	s.Entry = name
 	params := map[string]any{}
 	if l.w.SLOms > 0 {

@@ -58,6 +58,9 @@ type Sample struct {
 	Accuracy float64
 	// Correct is whether the emulated model got this request right.
 	Correct bool
+	// Slot and Type are the load slot and request type of an infida
+	// workload request (0 otherwise).
+	Slot, Type int
 }
 
 // Percentiles are latency percentiles in milliseconds.
@@ -210,6 +213,9 @@ type Report struct {
 	ServerUnreplied int `json:"server_unreplied"`
 	// Nodes is the state of every node at the end.
 	Nodes []NodeReport `json:"nodes"`
+	// Infida is the INFIDA comparison of an infida scenario (NTAG, MU,
+	// control traffic, y^v checks).
+	Infida *InfidaReport `json:"infida,omitempty"`
 	// Assertions are the checked assertions; Passed is true when all held
 	// and every fault was applied.
 	Assertions []AssertionResult `json:"assertions"`
@@ -423,6 +429,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			metricCell(n.Metrics, "idn_requests_total"), metricCell(n.Metrics, "idn_replies_total"), metricCell(n.Metrics, "idn_served_total"), n.Error)
 	}
 	_ = tw.Flush()
+	if r.Infida != nil {
+		r.Infida.writeText(ew)
+	}
 	p("\nassertions:\n")
 	if len(r.Assertions) == 0 {
 		p("  none\n")

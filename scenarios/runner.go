@@ -79,6 +79,12 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (rep *Report, err error
 		}
 	}
 	logf("work dir %s (node data dirs and logs), idn binary %s", dir, bin)
+	var inf *infidaState
+	if sc.Infida != nil {
+		if inf, err = newInfidaState(sc, logf); err != nil {
+			return nil, err
+		}
+	}
 	c := newCluster(bin, opt.Env, dir, sc, logf)
 	defer c.Close(sc.Timeouts.Stop.D())
 
@@ -87,6 +93,11 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (rep *Report, err error
 	}
 	if err := waitConverged(ctx, c, sc.Timeouts.Startup.D(), logf); err != nil {
 		return nil, err
+	}
+	if inf != nil {
+		if err := waitAllocators(ctx, c, sc.Timeouts.Startup.D(), logf); err != nil {
+			return nil, err
+		}
 	}
 	if d := sc.Timeouts.Settle.D(); d > 0 {
 		select {
@@ -103,6 +114,9 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (rep *Report, err error
 	ld := newLoader(sc.Workload, entries, c, logf)
 	fr := &faultRunner{c: c, sc: sc, logf: logf}
 	start := time.Now()
+	if inf != nil {
+		start = inf.begin(c, fr, logf)
+	}
 	logMu.Lock()
 	loadStart = start
 	logMu.Unlock()
@@ -111,10 +125,17 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (rep *Report, err error
 	var wg sync.WaitGroup
 	loadDone := make(chan struct{})
 	lw := newLeaderWatcher(c)
+	if inf != nil {
+		inf.watch(ctx, &wg, start, loadDone)
+	}
 	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		defer close(loadDone)
+		if inf != nil {
+			ld.runInfida(ctx, start, inf.plan, inf.in)
+			return
+		}
 		ld.run(ctx, start)
 	}()
 	go func() {
@@ -166,6 +187,9 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (rep *Report, err error
 	rep.Leaders = lw.results()
 	rep.Nodes = finalNodes(ctx, c)
 	rep.sumServerCounters()
+	if inf != nil {
+		rep.Infida = inf.report(ld.results())
+	}
 	return rep, rep.Check(sc)
 }
 
@@ -334,6 +358,9 @@ type faultRunner struct {
 	c    *cluster
 	sc   *Scenario
 	logf func(string, ...any)
+	// onLeaderHit, when set, is told of every kill or stop of a vertex
+	// leader with other live nodes (before the failover is measured).
+	onLeaderHit func(vertex, node string, at time.Time)
 
 	mu        sync.Mutex
 	records   []FaultRecord
@@ -472,6 +499,9 @@ func (fr *faultRunner) hit(ctx context.Context, start time.Time, f Fault, name, 
 	role := ""
 	if leaderOf != "" && others == 0 {
 		role = fmt.Sprintf(" (the only live node of %s: no failover to measure)", leaderOf)
+	}
+	if leaderOf != "" && others > 0 && fr.onLeaderHit != nil && (how == "SIGKILL" || how == "SIGTERM") {
+		fr.onLeaderHit(leaderOf, name, at)
 	}
 	if leaderOf != "" && others > 0 {
 		role = fmt.Sprintf(" (leader of %s)", leaderOf)

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idn-net/idn/policy/idn"
+	"github.com/idn-net/idn/policy/sim/slot"
 )
 
 // QuickstartYAML is scenarios/quickstart.yaml, the scenario `idn scenario
@@ -123,8 +124,13 @@ type Scenario struct {
 	Catalog string `yaml:"catalog"`
 	// Nodes says how many nodes to start at each vertex and how.
 	Nodes Nodes `yaml:"nodes"`
-	// Workload is the open-loop load the runner drives.
+	// Workload is the open-loop load the runner drives. With Infida its
+	// rate, duration, arrivals, tasks and entry come from Infida.
 	Workload Workload `yaml:"workload"`
+	// Infida, when set, runs the nodes with the INFIDA allocator of paper
+	// 000 and drives the workload of `idn experiment infida` live (see
+	// InfidaConfig).
+	Infida *InfidaConfig `yaml:"infida"`
 	// Faults are applied at their times, measured from the start of load.
 	Faults []Fault `yaml:"faults"`
 	// Assertions are checked on the report, e.g. "lost == 0"; see
@@ -141,6 +147,9 @@ type Scenario struct {
 	catalog  *idn.Catalog
 	checks   []assertion
 	nodeList []NodeSpec
+
+	infidaCfg slot.ExperimentConfig // with Infida: the experiment behind it
+	setup     *slot.Setup           // with Infida: its instance and batches
 }
 
 // Nodes configures the idn node processes.
@@ -355,6 +364,11 @@ func (sc *Scenario) validate() error {
 	if err := sc.validateNodes(); err != nil {
 		return err
 	}
+	if sc.Infida != nil {
+		if err := sc.validateInfida(); err != nil {
+			return err
+		}
+	}
 	if err := sc.validateWorkload(); err != nil {
 		return err
 	}
@@ -481,7 +495,7 @@ func (sc *Scenario) validateWorkload() error {
 	if w.Seed == 0 {
 		w.Seed = 1
 	}
-	if len(w.Tasks) == 0 {
+	if len(w.Tasks) == 0 && sc.Infida == nil {
 		return invalid("workload.tasks: empty; give task: weight pairs (tasks of the catalog: %s ...)", strings.Join(firstN(sc.catalog.Tasks, 3), ", "))
 	}
 	for _, t := range sortedKeys(w.Tasks) {

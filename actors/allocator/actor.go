@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/idn-net/idn/actors/scheduler"
 	"github.com/idn-net/idn/messages"
 	"github.com/idn-net/idn/policy/idn"
 	"github.com/idn-net/idn/policy/infida"
@@ -37,6 +39,12 @@ type Metrics struct {
 	// Timeouts counts slots stepped before every gamma^{K*} arrived;
 	// MissingTypes the request types missing at those steps.
 	Timeouts, MissingTypes atomic.Uint64
+	// Slots counts the slots this allocator stepped.
+	Slots atomic.Uint64
+	// CostBatches, CostEntries, CostRawBytes and CostWireBytes count the
+	// serving-cost announcements sent (Sec. III-E), kept apart from the
+	// subgradient traffic above; CostMalformed those received and refused.
+	CostBatches, CostEntries, CostRawBytes, CostWireBytes, CostMalformed atomic.Uint64
 }
 
 // DefaultSlotLength is the INFIDA slot of paper 000 Sec. VI (1 minute),
@@ -91,6 +99,18 @@ type Config struct {
 	OnSlot func(Result)
 	// Log receives warnings (may be nil).
 	Log *slog.Logger
+	// Hosted is x^v at start (catalog names), the allocation the vertex
+	// announces downstream until HostedModels replaces it.
+	Hosted []string
+	// Scheduler, when set, receives scheduler.UpstreamCosts whenever the
+	// cheapest upstream alternatives change (the vertex's own scheduler).
+	Scheduler *actor.PID
+}
+
+// HostedModels replaces x^v (catalog names, from the replicated state): the
+// vertex's serving-cost announcements follow it.
+type HostedModels struct {
+	Models []string
 }
 
 // Peers tells the allocator where the allocators of the other vertices are.
@@ -180,6 +200,9 @@ type Actor struct {
 	commits   sync.WaitGroup
 	tick      *time.Timer
 	stopped   bool
+
+	ann      *Announcer
+	lastBest map[string]float64
 }
 
 // maxDecoded bounds a decompressed control batch.
@@ -237,7 +260,14 @@ func New(cfg Config) (*Actor, error) {
 		dec.Close()
 		return nil, errors.New("allocator: measure: required with a slot length")
 	}
-	return &Actor{cfg: cfg, core: core, enc: enc, dec: dec, log: lg,
+	ann, err := NewAnnouncer(cfg.Instance, cfg.Vertex)
+	if err != nil {
+		enc.Close()
+		dec.Close()
+		return nil, err
+	}
+	ann.SetHosted(modelIndices(cfg.Instance, cfg.Hosted))
+	return &Actor{cfg: cfg, core: core, enc: enc, dec: dec, log: lg, ann: ann,
 		names: ModelNames(cfg.Instance, cfg.Vertex), repo: repoModels(cfg.Instance, cfg.Vertex), committed: cfg.CommittedSlot}, nil
 }
 
@@ -280,6 +310,13 @@ func (a *Actor) Receive(ctx actor.Context) {
 		return
 	case *Peers:
 		a.peers = m.ByVertex
+		a.announce(ctx, true)
+	case *HostedModels:
+		a.ann.SetHosted(modelIndices(a.cfg.Instance, m.Models))
+		a.announce(ctx, false)
+	case *scheduler.Exhausted:
+		a.ann.SetExhausted(modelIndices(a.cfg.Instance, m.Models))
+		a.announce(ctx, false)
 	case *StartSlot:
 		if a.core.started {
 			a.step(ctx) // previous slot never completed: step with what it has
@@ -293,6 +330,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 		self, sys, slot := ctx.Self(), ctx.ActorSystem(), m.Slot
 		a.timer = time.AfterFunc(a.cfg.Timeout, func() { sys.Root.Send(self, &slotTimeout{slot: slot}) })
 		a.send(ctx, outs)
+		a.announce(ctx, true) // once per slot: heals lost announcements and new leaders
 	case *slotTimeout:
 		if m.slot == a.core.Slot() && a.core.started {
 			a.step(ctx)
@@ -300,6 +338,18 @@ func (a *Actor) Receive(ctx actor.Context) {
 	case *messages.ControlEnvelope:
 		a.cfg.Metrics.Received.Add(1)
 		b, err := a.decode(m)
+		if err == nil && b.CostsUpdate {
+			if cerr := a.ann.FromParent(int(b.FromVertex), b); cerr != nil {
+				a.cfg.Metrics.CostMalformed.Add(1)
+				a.log.Warn("allocator: serving-cost announcement dropped", "err", cerr)
+			} else {
+				a.announce(ctx, false)
+			}
+			b.CostsUpdate, b.Costs = false, nil
+			if len(b.Up)+len(b.Down) == 0 {
+				return
+			}
+		}
 		if err == nil {
 			var outs []Out
 			outs, err = a.core.Handle(b)
@@ -393,6 +443,7 @@ func (a *Actor) step(ctx actor.Context) {
 		rng = a.cfg.Rand
 	}
 	res := a.core.StepSample(rng, a.cfg.Residual)
+	a.cfg.Metrics.Slots.Add(1)
 	a.commit(ctx, res)
 	if res.Missing > 0 {
 		a.cfg.Metrics.Timeouts.Add(1)
@@ -421,6 +472,36 @@ func (a *Actor) decode(e *messages.ControlEnvelope) (*messages.ControlBatch, err
 	return b, nil
 }
 
+// announce sends the serving-cost announcements that changed (all when
+// force) to the children, and the cheapest upstream alternatives to the
+// vertex's scheduler when they changed (or force).
+func (a *Actor) announce(ctx actor.Context, force bool) {
+	if a.stopped {
+		return
+	}
+	a.send(ctx, a.ann.Announce(a.core.Slot(), force))
+	if a.cfg.Scheduler == nil {
+		return
+	}
+	best := a.ann.Best()
+	if !force && maps.Equal(best, a.lastBest) {
+		return
+	}
+	a.lastBest = best
+	ctx.Send(a.cfg.Scheduler, &scheduler.UpstreamCosts{Best: best})
+}
+
+// modelIndices maps catalog names to indices, skipping unknown names.
+func modelIndices(in *idn.Instance, names []string) []int {
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		if i, ok := in.Catalog.ModelIndex(n); ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 func (a *Actor) send(ctx actor.Context, outs []Out) {
 	for _, o := range outs {
 		pid := a.peers[o.To]
@@ -439,6 +520,14 @@ func (a *Actor) send(ctx actor.Context, outs []Out) {
 				env.Batch, env.Zstd = z, true
 				a.cfg.Metrics.Compressed.Add(1)
 			}
+		}
+		if o.Batch.CostsUpdate {
+			a.cfg.Metrics.CostBatches.Add(1)
+			a.cfg.Metrics.CostEntries.Add(uint64(len(o.Batch.Costs)))
+			a.cfg.Metrics.CostRawBytes.Add(uint64(len(raw)))
+			a.cfg.Metrics.CostWireBytes.Add(uint64(len(env.Batch)))
+			ctx.Send(pid, env)
+			continue
 		}
 		a.cfg.Metrics.Messages.Add(uint64(len(o.Batch.Up) + len(o.Batch.Down)))
 		for _, u := range o.Batch.Up {

@@ -204,6 +204,14 @@ func (c *Core) handle(b *messages.ControlBatch) {
 // order, then either forward upstream or turn the message around.
 func (c *Core) upstream(msg *infida.UpMsg, j int) {
 	rho := msg.Type
+	// l^v_{rho,m} <= r_rho (eq. 7): a vertex measures its models' spare
+	// capacity without knowing r_rho of types entering elsewhere; r_rho
+	// arrives here, with the upstream message.
+	for k, cd := range c.in.Types[rho].Cands {
+		if cd.V == c.v && c.l[rho][k] > msg.R {
+			c.l[rho][k] = msg.R
+		}
+	}
 	infida.UpstreamStep(msg, infida.LocalEntries(c.in, rho, j, c.l[rho], c.yflat), c.in.UpstreamMinCost(rho, j))
 	path := c.in.Types[rho].Path
 	if !msg.Done && j == len(path)-1 {

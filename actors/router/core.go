@@ -104,6 +104,9 @@ type Stats struct {
 	// Shortcuts counts requests forwarded without asking the own vertex's
 	// scheduler (no hosted model meets their min_accuracy).
 	Shortcuts uint64
+	// ControlRelayed and ControlDropped count INFIDA control envelopes
+	// relayed to the vertex leader's allocator, or dropped without a leader.
+	ControlRelayed, ControlDropped uint64
 }
 
 // Core is the router's logic.
@@ -175,6 +178,17 @@ func (c *Core) Handle(now time.Time, msg any) []wire.Out {
 	case *Redeliver:
 		if m.Req != nil && wire.ValidateRequest(m.Req) == nil {
 			c.deliver(now, m.Req, map[string]bool{c.cfg.Node: true})
+		}
+	case *messages.ControlEnvelope:
+		// INFIDA control traffic for this vertex (paper 000 Sec. IV-B):
+		// senders address any live member; the router relays it to the
+		// allocator of the vertex's leader. Without a known leader it is
+		// dropped: the allocators' slot timeout absorbs the loss.
+		if l := c.view.Leader(); l.RemoteAddr != "" && m != nil {
+			c.stats.ControlRelayed++
+			c.send(actor.NewPID(l.RemoteAddr, view.AllocatorID), m)
+		} else {
+			c.stats.ControlDropped++
 		}
 	case *messages.ForwardAck:
 		delete(c.pend, m.GetForwardId())

@@ -38,7 +38,9 @@ func Props(cfg Config, root actor.SenderContext, delay wire.Delayer, init ...any
 	})
 }
 
-// Receive handles one message.
+// Receive handles one message. Everything but the lifecycle, GetStats and
+// Handover goes to Core.Handle: requests, BatchDone, Tick, HostedChanged,
+// view updates and, in INFIDA mode, UpstreamCosts from the allocator.
 func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:

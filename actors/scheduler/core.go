@@ -8,10 +8,21 @@
 // group gets a batch of up to MaxBatch requests of the model whose head has
 // waited longest. Later issues replace this policy with FLEX, TAD-OP or PPO.
 //
+// With Config.Infida set the scheduler follows instead the serving rule of
+// paper 000 Sec. III-E (the live counterpart of eq. 12 and idn.TypeServe):
+// a request is served by the cheapest hosted model with capacity left in
+// the current slot (Meter.Remaining) unless the allocator reports a cheaper
+// alternative upstream (UpstreamCosts), in which case it is forwarded; the
+// repository ignores capacities. Arrivals and admissions are recorded in the
+// Meter (the measurements r_t and l_t of Sec. III-D), and the allocator is
+// told which hosted models have exhausted their capacity (Exhausted).
+//
 // Core is the logic, free of actors; Actor is the protoactor shell.
 package scheduler
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"sort"
@@ -40,6 +51,46 @@ type Tick struct {
 	Gen uint64
 }
 
+// Meter counts the per-slot measurements of paper 000 Sec. III-D at this vertex.
+// Implementations must be safe for concurrent use (the allocator reads it).
+type Meter interface {
+	// Arrive records one request of type (task, entry vertex) entering the network here (hop 0).
+	Arrive(now time.Time, task, entry string)
+	// Serve records one request of type (task, entry) admitted here for model.
+	Serve(now time.Time, task, entry, model string)
+	// Remaining is the capacity L_m^v left for model in the slot containing now (+Inf: unlimited).
+	Remaining(now time.Time, model string) float64
+}
+
+// Infida switches the scheduler to the serving rule of paper 000 Sec. III-E (nil: today's rule).
+type Infida struct {
+	// Meter records arrivals and admissions and bounds each model's load per slot.
+	Meter Meter
+	// LocalCost[model] = d_m^v + alpha*100*(1-a_m) (ms): gamma of paper 000 eq. 6 minus the
+	// path RTT up to here. A hosted model without an entry costs +Inf (ranked last).
+	LocalCost map[string]float64
+	// Allocator receives Exhausted notices (may be nil).
+	Allocator *actor.PID
+}
+
+// UpstreamCosts (from the allocator, local): Best[task] = cost, relative to this vertex
+// (RTT from here + d + alpha*inacc), of the cheapest alternative upstream; absent = none known.
+// Each message replaces the previous one.
+type UpstreamCosts struct {
+	// Best maps a task name to the cheapest upstream cost (ms).
+	Best map[string]float64
+}
+
+// Exhausted (to Config.Infida.Allocator) lists hosted models with no capacity left in the current slot;
+// sent whenever that set changes (including back to empty at a new slot).
+type Exhausted struct {
+	// Models are the exhausted model names, sorted.
+	Models []string
+}
+
+// ErrInvalidConfig marks an invalid Config.
+var ErrInvalidConfig = errors.New("scheduler: invalid config")
+
 // Config configures a scheduler.
 type Config struct {
 	// Node and Vertex name the leader node and its vertex.
@@ -65,7 +116,32 @@ type Config struct {
 	TickEvery time.Duration
 	// Logger receives diagnostics; nil = discard.
 	Logger *slog.Logger
+	// Infida, when set, selects the INFIDA serving rule (paper 000 Sec. III-E).
+	Infida *Infida
 }
+
+// Validate checks the configuration; errors wrap ErrInvalidConfig and name the field.
+func (c Config) Validate() error {
+	if c.Infida == nil {
+		return nil
+	}
+	if c.Infida.Meter == nil {
+		return fmt.Errorf("%w: infida.meter: nil", ErrInvalidConfig)
+	}
+	for m, v := range c.Infida.LocalCost {
+		if math.IsNaN(v) {
+			return fmt.Errorf("%w: infida.local_cost[%q]: NaN", ErrInvalidConfig, m)
+		}
+	}
+	return nil
+}
+
+// unlimited is the Meter used when Infida.Meter is nil: it records nothing.
+type unlimited struct{}
+
+func (unlimited) Arrive(time.Time, string, string)        {}
+func (unlimited) Serve(time.Time, string, string, string) {}
+func (unlimited) Remaining(time.Time, string) float64     { return math.Inf(1) }
 
 type execState struct {
 	pid     *actor.PID
@@ -114,6 +190,10 @@ type Stats struct {
 	Requeued uint64
 	// Duplicates counts re-sent requests already queued or running here (acked, not queued again).
 	Duplicates uint64
+	// Redecided counts queued requests decided again because their model stopped being hosted.
+	Redecided uint64
+	// Exhausted counts Exhausted notices sent to the allocator.
+	Exhausted uint64
 }
 
 // Core is the scheduler's logic.
@@ -128,10 +208,18 @@ type Core struct {
 	known    map[string]bool  // ids queued or in flight: duplicates (retried forwards) are only acked
 	cands    map[string][]int // task -> hosted models, best accuracy first (reset when x^v changes)
 	nextB    uint64
-	self     *actor.PID
-	router   *actor.PID
-	stats    Stats
-	out      []wire.Out
+	// INFIDA mode (cfg.Infida != nil).
+	meter     Meter
+	localCost map[string]float64
+	icands    map[string][]int     // task -> hosted models, cheapest LocalCost first (reset when x^v changes)
+	upstream  map[string]float64   // UpstreamCosts.Best
+	exhausted []string             // last set sent in Exhausted
+	arrived   map[string]time.Time // hop-0 ids counted by Meter.Arrive -> forget after
+	hostedL   []string             // sorted x^v
+	self      *actor.PID
+	router    *actor.PID
+	stats     Stats
+	out       []wire.Out
 }
 
 // NewCore returns a scheduler core.
@@ -154,9 +242,19 @@ func NewCore(cfg Config) *Core {
 	c := &Core{cfg: cfg, hosted: map[string]bool{}, queues: map[string][]item{}, execs: map[string]*execState{},
 		inflight: map[uint64]*batch{}, known: map[string]bool{},
 		self: actor.NewPID(cfg.SelfAddr, view.SchedulerID), router: actor.NewPID(cfg.SelfAddr, view.RouterID)}
-	for _, m := range cfg.Hosted {
-		c.hosted[m] = true
+	if inf := cfg.Infida; inf != nil {
+		c.meter = inf.Meter
+		if c.meter == nil {
+			c.meter = unlimited{}
+		}
+		c.localCost = make(map[string]float64, len(inf.LocalCost))
+		for m, v := range inf.LocalCost {
+			c.localCost[m] = v
+		}
+		c.upstream = map[string]float64{}
+		c.arrived = map[string]time.Time{}
 	}
+	c.setHosted(cfg.Hosted)
 	return c
 }
 
@@ -179,22 +277,47 @@ func (c *Core) Handle(now time.Time, msg any) []wire.Out {
 	case *messages.InferRequest:
 		c.request(now, m)
 	case *messages.BatchDone:
-		c.batchDone(now, m)
+		c.batchDone(m)
 	case *Tick:
 		c.tick(now)
 	case *HostedChanged:
-		c.cands = nil
-		c.hosted = map[string]bool{}
-		for _, n := range m.Models {
-			c.hosted[n] = true
+		c.setHosted(m.Models)
+		for _, e := range c.execList {
+			e.missing = nil // the executors reload for the new x^v
 		}
-		c.dispatch(now)
+	case *UpstreamCosts:
+		if c.cfg.Infida != nil {
+			c.upstream = make(map[string]float64, len(m.Best))
+			for t, v := range m.Best {
+				if !math.IsNaN(v) {
+					c.upstream[t] = v
+				}
+			}
+		}
+		return c.out
 	case *view.MembersSnapshot, *view.MemberChanged, *view.LeaderChanged:
 		c.view.Apply(m)
-		c.syncExecutors(now)
-		c.dispatch(now)
+		c.syncExecutors()
+	default:
+		return c.out
 	}
+	c.redecideOrphans(now)
+	c.dispatch(now)
+	c.checkExhausted(now)
 	return c.out
+}
+
+func (c *Core) setHosted(models []string) {
+	c.cands, c.icands = nil, nil
+	c.hosted = make(map[string]bool, len(models))
+	for _, n := range models {
+		c.hosted[n] = true
+	}
+	c.hostedL = c.hostedL[:0]
+	for n := range c.hosted {
+		c.hostedL = append(c.hostedL, n)
+	}
+	sort.Strings(c.hostedL)
 }
 
 // Handover hands every queued request back to the local router for
@@ -341,29 +464,46 @@ func (c *Core) request(now time.Time, r *messages.InferRequest) {
 		c.reply(r, messages.ErrorKind_ERROR_KIND_DEADLINE_EXCEEDED, "deadline exceeded on arrival at vertex %q", c.cfg.Vertex)
 		return
 	}
-	cands := c.candidates(r.Task)
-	for _, i := range cands {
-		m := &c.cfg.Catalog.Models[i]
-		if m.Accuracy < r.MinAccuracy {
-			break
+	if c.cfg.Infida != nil && r.Hop == 0 {
+		if _, seen := c.arrived[r.Id]; !seen {
+			// Remember the id until its deadline (a retried forward is counted once).
+			forget := now.Add(arrivedKeep)
+			if r.DeadlineUnixNano > 0 {
+				forget = time.Unix(0, r.DeadlineUnixNano).Add(time.Second)
+			}
+			c.arrived[r.Id] = forget
+			c.meter.Arrive(now, r.Task, r.Path[0])
 		}
-		w, k := c.wait(m.Name)
-		if k == 0 || len(c.queues[m.Name]) >= c.cfg.MaxQueue {
-			continue
-		}
-		if r.DeadlineUnixNano > 0 && now.Add(w).UnixNano() > r.DeadlineUnixNano {
-			continue
-		}
-		c.enqueue(now, m.Name, r)
+	}
+	c.decide(now, r)
+}
+
+// arrivedKeep is how long the id of a hop-0 request without a deadline is
+// remembered to count it once in Meter.Arrive.
+const arrivedKeep = time.Minute
+
+// decide serves r here (enqueue), forwards it to the next vertex, or, at the
+// repository with nothing usable, refuses it. r is valid, addressed to this
+// vertex, not queued and not expired.
+func (c *Core) decide(now time.Time, r *messages.InferRequest) {
+	repository := int(r.Hop) == len(r.Path)-1
+	var model string
+	if c.cfg.Infida != nil {
+		model = c.pickInfida(now, r, repository)
+	} else {
+		model = c.pickAccurate(now, r)
+	}
+	if model != "" {
+		c.enqueue(now, model, r)
 		return
 	}
-	repository := int(r.Hop) == len(r.Path)-1
 	if !repository {
 		c.stats.Forwarded++
 		c.send(c.router, &router.ForwardOut{Req: r})
 		return
 	}
 	// The repository always serves: best acceptable model with room, else any.
+	cands := c.candidates(r.Task)
 	best, bestWait := "", time.Duration(math.MaxInt64)
 	for pass := 0; pass < 2 && best == ""; pass++ {
 		for _, i := range cands {
@@ -392,14 +532,165 @@ func (c *Core) request(now time.Time, r *messages.InferRequest) {
 	c.enqueue(now, best, r)
 }
 
+// usable reports whether a new request r can be queued for model: a live
+// executor can run it, its queue has room and the estimated wait meets r's deadline.
+func (c *Core) usable(now time.Time, r *messages.InferRequest, model string) bool {
+	w, k := c.wait(model)
+	if k == 0 || len(c.queues[model]) >= c.cfg.MaxQueue {
+		return false
+	}
+	return r.DeadlineUnixNano <= 0 || now.Add(w).UnixNano() <= r.DeadlineUnixNano
+}
+
+// pickAccurate is the default rule: the most accurate usable hosted model
+// meeting r's min_accuracy ("" = none).
+func (c *Core) pickAccurate(now time.Time, r *messages.InferRequest) string {
+	for _, i := range c.candidates(r.Task) {
+		m := &c.cfg.Catalog.Models[i]
+		if m.Accuracy < r.MinAccuracy {
+			break
+		}
+		if c.usable(now, r, m.Name) {
+			return m.Name
+		}
+	}
+	return ""
+}
+
+// pickInfida is the serving rule of paper 000 Sec. III-E at this vertex:
+// the cheapest usable hosted model with capacity left in the slot (the
+// repository ignores capacities, as idn.TypeServe), unless a strictly
+// cheaper alternative is known upstream ("" = forward, or at the
+// repository: nothing usable).
+func (c *Core) pickInfida(now time.Time, r *messages.InferRequest, repository bool) string {
+	for _, i := range c.infidaCandidates(r.Task) {
+		m := &c.cfg.Catalog.Models[i]
+		if m.Accuracy < r.MinAccuracy {
+			continue
+		}
+		if !repository && !(c.meter.Remaining(now, m.Name) > 0) {
+			continue
+		}
+		if !c.usable(now, r, m.Name) {
+			continue
+		}
+		if !repository {
+			if up, ok := c.upstream[r.Task]; ok && up < c.cost(m.Name) {
+				return ""
+			}
+		}
+		return m.Name
+	}
+	return ""
+}
+
+// cost returns LocalCost[model] (+Inf when absent).
+func (c *Core) cost(model string) float64 {
+	if v, ok := c.localCost[model]; ok {
+		return v
+	}
+	return math.Inf(1)
+}
+
+// infidaCandidates returns the hosted models of task, cheapest LocalCost
+// first (ties: name). Cached like candidates; must not be modified.
+func (c *Core) infidaCandidates(task string) []int {
+	if out, ok := c.icands[task]; ok {
+		return out
+	}
+	if c.icands == nil {
+		c.icands = map[string][]int{}
+	}
+	out := c.computeCandidates(task)
+	models := c.cfg.Catalog.Models
+	sort.SliceStable(out, func(a, b int) bool {
+		ca, cb := c.cost(models[out[a]].Name), c.cost(models[out[b]].Name)
+		if ca != cb {
+			return ca < cb
+		}
+		return models[out[a]].Name < models[out[b]].Name
+	})
+	if _, known := c.cfg.Catalog.TaskIndex(task); known {
+		c.icands[task] = out
+	}
+	return out
+}
+
+// enqueue admits r for model here (recorded in the Meter in INFIDA mode).
 func (c *Core) enqueue(now time.Time, model string, r *messages.InferRequest) {
 	c.stats.Enqueued++
 	c.known[r.Id] = true
 	c.queues[model] = append(c.queues[model], item{req: r, enqueued: now})
-	c.dispatch(now)
+	if c.cfg.Infida != nil {
+		c.meter.Serve(now, r.Task, r.Path[0], model)
+	}
 }
 
-func (c *Core) syncExecutors(now time.Time) {
+// redecideOrphans decides again every queued request of a model no longer
+// hosted (x^v changed, or its batch failed afterwards): served by another
+// hosted model, forwarded, or refused at the repository; never dropped.
+func (c *Core) redecideOrphans(now time.Time) {
+	var orphans []string
+	for m, q := range c.queues {
+		if !c.hosted[m] && len(q) > 0 {
+			orphans = append(orphans, m)
+		}
+	}
+	if len(orphans) == 0 {
+		return
+	}
+	sort.Strings(orphans)
+	for _, m := range orphans {
+		q := c.queues[m]
+		delete(c.queues, m)
+		for _, it := range q {
+			delete(c.known, it.req.Id)
+			c.stats.Redecided++
+			if wire.Expired(it.req, now) {
+				c.stats.Expired++
+				c.reply(it.req, messages.ErrorKind_ERROR_KIND_DEADLINE_EXCEEDED, "deadline exceeded queued for model %q at vertex %q", m, c.cfg.Vertex)
+				continue
+			}
+			c.decide(now, it.req)
+		}
+	}
+}
+
+// checkExhausted sends Exhausted to the allocator when the set of hosted
+// models with no capacity left in the current slot changes.
+func (c *Core) checkExhausted(now time.Time) {
+	if c.cfg.Infida == nil {
+		return
+	}
+	var set []string
+	for _, m := range c.hostedL {
+		if !(c.meter.Remaining(now, m) > 0) {
+			set = append(set, m)
+		}
+	}
+	if equalStrings(set, c.exhausted) {
+		return
+	}
+	c.exhausted = set
+	if to := c.cfg.Infida.Allocator; to != nil {
+		c.stats.Exhausted++
+		c.send(to, &Exhausted{Models: append([]string{}, set...)})
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Core) syncExecutors() {
 	want := map[string]bool{}
 	for _, m := range c.view.Live(c.cfg.Vertex) {
 		for i := 0; i < m.GPUs; i++ {
@@ -441,7 +732,7 @@ func (c *Core) requeueBatch(id uint64, why string) {
 	c.queues[b.model] = append(nq, q...)
 }
 
-func (c *Core) batchDone(now time.Time, d *messages.BatchDone) {
+func (c *Core) batchDone(d *messages.BatchDone) {
 	b, ok := c.inflight[d.GetBatchId()]
 	if !ok {
 		return
@@ -451,6 +742,7 @@ func (c *Core) batchDone(now time.Time, d *messages.BatchDone) {
 		e.loaded = map[string]bool{}
 		for _, m := range d.Loaded {
 			e.loaded[m] = true
+			delete(e.missing, m) // loaded after all: missing is not sticky
 		}
 	}
 	if d.Ok {
@@ -468,7 +760,6 @@ func (c *Core) batchDone(now time.Time, d *messages.BatchDone) {
 		}
 		c.requeueBatch(d.BatchId, d.Error)
 	}
-	c.dispatch(now)
 }
 
 func (c *Core) tick(now time.Time) {
@@ -499,7 +790,11 @@ func (c *Core) tick(now time.Time) {
 	for _, id := range lost {
 		c.requeueBatch(id, "batch timed out")
 	}
-	c.dispatch(now)
+	for id, forget := range c.arrived {
+		if now.After(forget) {
+			delete(c.arrived, id)
+		}
+	}
 }
 
 // dispatch gives every idle executor a batch of the model whose head waited longest.

@@ -147,4 +147,6 @@ const (
 	SchedulerID = "scheduler"
 	// InboxID receives the InferReply of requests that entered at the node.
 	InboxID = "inbox"
+	// AllocatorID is the INFIDA allocator actor of a vertex leader (paper 000).
+	AllocatorID = "allocator"
 )

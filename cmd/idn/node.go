@@ -91,9 +91,14 @@ func nodeConfigFromArgs(args []string, stderr io.Writer) (node.Config, error) {
 	faultAPI := fs.Bool("fault-api", d.FaultAPI, "enable POST /v1/fault {\"drop\":[\"host:port\",...]} (partition injection; tests only)")
 	gossipProbe := fs.Duration("gossip-probe", d.GossipProbe, "override the gossip probe interval (0 = the profile's)")
 	allocation := fs.String("allocation", d.Allocation, "allocation of models to this vertex: static (the --hosted models, fixed) or infida\n"+
-		"(INFIDA on the vertex's Raft leader; accepted by config validation but refused at node start until it is wired in)")
+		"(INFIDA, paper 000: the vertex's Raft leader learns x^v slot by slot from control messages exchanged with the other vertices)")
 	slot := fs.Duration("slot", d.Slot, "INFIDA slot length (--allocation infida only)")
 	refresh := fs.Int("refresh", d.Refresh, "INFIDA refresh period B in slots: x^v is re-sampled every B slots (--allocation infida only)")
+	eta := fs.Float64("eta", d.Eta, "INFIDA learning rate (scale it up when there are far fewer requests per slot than the paper's 450,000)")
+	alpha := fs.Float64("alpha", d.Alpha, "latency/accuracy trade-off alpha of paper 000 eq. 6 (same on every node)")
+	typesSeed := fs.Uint64("types-seed", d.TypesSeed, "seed of the request types' entry base stations (as idn experiment infida --seed)")
+	entries := fs.Int("entries-per-task", d.EntriesPerTask, "base stations each task's requests enter at (0 = every base station)")
+	ctlTimeout := fs.Duration("control-timeout", d.ControlTimeout, "how long a slot waits for control messages before stepping with what it has (0 = half the slot)")
 	if err := parseFlags(fs, args, false); err != nil {
 		return node.Config{}, err
 	}
@@ -130,6 +135,11 @@ func nodeConfigFromArgs(args []string, stderr io.Writer) (node.Config, error) {
 		"allocation":       func() { cfg.Allocation = *allocation },
 		"slot":             func() { cfg.Slot = *slot },
 		"refresh":          func() { cfg.Refresh = *refresh },
+		"eta":              func() { cfg.Eta = *eta },
+		"alpha":            func() { cfg.Alpha = *alpha },
+		"types-seed":       func() { cfg.TypesSeed = *typesSeed },
+		"entries-per-task": func() { cfg.EntriesPerTask = *entries },
+		"control-timeout":  func() { cfg.ControlTimeout = *ctlTimeout },
 	}
 	for f, fn := range apply {
 		if set[f] {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/idn-net/idn/scenarios"
 )
@@ -80,6 +81,9 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		for _, n := range sc.NodeSpecs() {
 			fmt.Fprintf(stdout, "  %-10s vertex %-6s tier %d  group of %d\n", n.Name, n.Vertex, n.Tier, n.GroupSize)
 		}
+		if sc.Infida != nil {
+			return checkInfida(sc, stdout)
+		}
 		return nil
 	}
 	rep, runErr := scenarios.Run(ctx, sc, scenarios.Options{Bin: *bin, Progress: stderr, WorkDir: *workDir})
@@ -118,5 +122,37 @@ func writeReport(path string, rep *scenarios.Report) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	return nil
+}
+
+// checkInfida prints the node flags of an infida scenario and the slot
+// simulator's result on its setup (what the live NTAG is compared with), so
+// eta and the rate can be tuned without starting a cluster.
+func checkInfida(sc *scenarios.Scenario, stdout io.Writer) error {
+	cfg, setup := sc.InfidaSetup()
+	if specs := sc.NodeSpecs(); len(specs) > 0 {
+		fmt.Fprintf(stdout, "node flags: %s\n", strings.Join(specs[0].Args, " "))
+	}
+	res, err := sc.SimulateInfida()
+	if err != nil {
+		return err
+	}
+	from := cfg.Slots - cfg.Slots/3
+	tail := 0.0
+	for _, v := range res.SlotNTAG[from:] {
+		tail += v
+	}
+	tail /= float64(len(res.SlotNTAG[from:]))
+	fmt.Fprintf(stdout, "slot simulator (INFIDA, eta %g, %d request types, %d slots of %gs, %.0f requests/slot):\n",
+		cfg.INFIDA.Eta, len(setup.Instance.Types), cfg.Slots, cfg.Workload.SlotSeconds, cfg.Workload.Rate*cfg.Workload.SlotSeconds)
+	fmt.Fprintf(stdout, "  NTAG last third %.4f, all slots %.4f, upper bound %.4f; MU %.1f MB/slot\n", tail, res.NTAG, setup.NTAGBound(), res.MU)
+	fmt.Fprintf(stdout, "  NTAG per slot:")
+	for t, v := range res.SlotNTAG {
+		if t%10 == 0 {
+			fmt.Fprintf(stdout, "\n    %3d:", t)
+		}
+		fmt.Fprintf(stdout, " %6.2f", v)
+	}
+	fmt.Fprintln(stdout)
 	return nil
 }
