@@ -155,3 +155,105 @@ func scrape(t *testing.T, n *node.Node) map[string]float64 {
 	}
 	return out
 }
+
+// TestInfidaLeaderKillKeepsY kills the Raft leader of a 3-node vertex
+// (dc-0 of Topology II) while INFIDA runs: the new leader's allocator must
+// start from the y^v and slot counter the old leader last committed (read
+// from the old leader just before the kill), and keep stepping.
+func TestInfidaLeaderKillKeepsY(t *testing.T) {
+	if nodetest.Isolate(t) {
+		return
+	}
+	if testing.Short() {
+		t.Skip("multi-node test")
+	}
+	t.Cleanup(func() { nodetest.CheckNoLeaks(t) })
+	mk := func(name, vertex string, expect int, seeds ...string) node.Config {
+		c := nodetest.Config(t, name, vertex, seeds...)
+		c.Allocation = node.AllocationInfida
+		c.Slot = 500 * time.Millisecond
+		c.Eta = 0.05
+		c.EmulateRTT = false
+		c.BootstrapExpect = expect
+		return c
+	}
+	cloud := nodetest.Start(t, mk("cloud", "cloud", 1))
+	seed := cloud.Addrs().Gossip
+	all := []*node.Node{cloud}
+	var dcs []*node.Node
+	for _, name := range []string{"dc-0a", "dc-0b", "dc-0c"} {
+		n := nodetest.Start(t, mk(name, "dc-0", 3, seed))
+		dcs = append(dcs, n)
+		all = append(all, n)
+	}
+	for _, v := range []string{"co-0", "bs-0", "bs-1"} {
+		all = append(all, nodetest.Start(t, mk(v, v, 1, seed)))
+	}
+	bs0 := all[5]
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			bs0.Infer(ctx, node.InferInput{Task: "task-0" + strconv.Itoa(i%5), SLO: 3 * time.Second})
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	leader := func() *node.Node {
+		for _, n := range dcs {
+			if a := n.Status().Allocation; n.IsLeader() && a != nil && a.Running {
+				return n
+			}
+		}
+		return nil
+	}
+	nodetest.WaitFor(t, 60*time.Second, "dc-0's allocator commits 4 slots with y^v", func() bool {
+		l := leader()
+		if l == nil {
+			return false
+		}
+		a := l.Status().Allocation
+		return a.SlotsStepped >= 4 && len(a.Y) > 0
+	})
+	old := leader()
+	// Read the committed state, then kill at once (mid-slot, away from a commit).
+	for {
+		ms := time.Now().UnixMilli() % 500
+		if ms > 200 && ms < 300 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	seen := old.Status().Allocation
+	old.Kill()
+	var nl *node.Node
+	nodetest.WaitFor(t, 30*time.Second, "a new dc-0 leader runs the allocator", func() bool {
+		nl = leader()
+		return nl != nil && nl != old
+	})
+	got := nl.Status().Allocation
+	t.Logf("old leader %s committed slot %d; new leader %s restored slot %d", old.Config().Name, seen.CommittedSlot, nl.Config().Name, got.RestoredSlot)
+	if got.RestoredSlot < seen.CommittedSlot {
+		t.Fatalf("new leader restored slot %d, before the old leader's committed %d", got.RestoredSlot, seen.CommittedSlot)
+	}
+	if got.RestoredSlot == seen.CommittedSlot {
+		if len(got.RestoredY) != len(seen.Y) {
+			t.Fatalf("restored y has %d entries, committed %d", len(got.RestoredY), len(seen.Y))
+		}
+		for i := range seen.Y {
+			if got.RestoredY[i] != seen.Y[i] {
+				t.Fatalf("restored y[%d] = %v, committed %v", i, got.RestoredY[i], seen.Y[i])
+			}
+		}
+	} else {
+		t.Logf("the old leader committed %d more slot(s) after the read; y compared by slot only", got.RestoredSlot-seen.CommittedSlot)
+	}
+	nodetest.WaitFor(t, 30*time.Second, "the new leader steps 2 slots", func() bool {
+		return nl.Status().Allocation.SlotsStepped >= 2
+	})
+}

@@ -33,6 +33,13 @@ report. Without FILE it runs the embedded quickstart scenario
 (scenarios/quickstart.yaml). Progress goes to stderr, the report to stdout.
 The scenario file format is in the README.
 
+With an infida: section (scenarios/infida-topology2.yaml) every node runs
+--allocation infida and the load is the workload of idn experiment infida,
+slot by slot from a slot boundary; the report adds the live NTAG vs the slot
+simulator's on the same setup (last third of the load slots), MU, control
+traffic per slot per vertex and the leader-kill y^v check. --check also runs
+the slot simulator on the scenario's setup (to tune eta without a cluster).
+
 Accounting: accepted = results + errors + lost, where lost counts requests
 delivered to a node's API that got no reply at all (client timeout or a
 connection closed before any status line).
