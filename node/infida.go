@@ -174,7 +174,7 @@ func (n *Node) syncInfida(isLeader bool, members []gossip.Member, st *messages.V
 	sorted := slices.Clone(members)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, m := range sorted {
-		if m.State != gossip.MemberAlive || m.Meta.RemoteAddr == "" {
+		if (m.State != gossip.MemberAlive && m.State != gossip.MemberSuspect) || m.Meta.RemoteAddr == "" {
 			continue
 		}
 		u, ok := n.graph.VertexIndex(m.Meta.Vertex)
@@ -380,6 +380,7 @@ func (s *infidaState) writeMetrics(w io.Writer) {
 	c("idn_control_stale_total", "Control envelopes dropped as too late or too early for their slot.", m.Stale.Load())
 	c("idn_control_timeouts_total", "Slots stepped before every request type completed (lost or late control messages).", m.Timeouts.Load())
 	c("idn_control_missing_types_total", "Request types missing at those timed-out steps.", m.MissingTypes.Load())
+	c("idn_control_no_peer_total", "Control and announcement batches not sent: no live member known at the destination vertex.", m.NoPeer.Load())
 	c("idn_infida_slots_total", "INFIDA slots stepped by this node's allocator.", m.Slots.Load())
 	c("idn_serving_cost_messages_total", "Serving-cost announcement batches sent downstream (paper 000 Sec. III-E).", m.CostBatches.Load())
 	c("idn_serving_cost_entries_total", "Serving alternatives carried by those announcements.", m.CostEntries.Load())

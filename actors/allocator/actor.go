@@ -41,6 +41,9 @@ type Metrics struct {
 	Timeouts, MissingTypes atomic.Uint64
 	// Slots counts the slots this allocator stepped.
 	Slots atomic.Uint64
+	// NoPeer counts batches not sent for lack of a live member at the
+	// destination vertex.
+	NoPeer atomic.Uint64
 	// CostBatches, CostEntries, CostRawBytes and CostWireBytes count the
 	// serving-cost announcements sent (Sec. III-E), kept apart from the
 	// subgradient traffic above; CostMalformed those received and refused.
@@ -276,6 +279,7 @@ func (a *Actor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.armTick(ctx)
+		a.initialSample(ctx)
 	case *actor.Stopping:
 		a.stopped = true
 		a.stopTimer()
@@ -472,6 +476,34 @@ func (a *Actor) decode(e *messages.ControlEnvelope) (*messages.ControlBatch, err
 	return b, nil
 }
 
+// initialSample gives a vertex starting from the Lemma E.5 initial state
+// (nothing committed yet) its first x^v = DepRound(y^v) at once, as
+// policy/infida.New does, instead of hosting only the repository models
+// until the first refresh period ends.
+func (a *Actor) initialSample(ctx actor.Context) {
+	if a.cfg.Y != nil || a.cfg.SampleEvery <= 0 || a.cfg.Committer == nil || a.cfg.Rand == nil {
+		return
+	}
+	st := a.core.state
+	st.Sample(a.cfg.Rand, a.cfg.Residual, func(i int) float64 { return st.Y[i] })
+	hosted := append([]string{}, a.repo...)
+	for i, x := range st.X {
+		if x > 0.5 {
+			hosted = append(hosted, a.names[i])
+		}
+	}
+	cmd := &messages.FSMCommand{Cmd: &messages.FSMCommand_SetHosted{SetHosted: &messages.FSMSetHosted{Models: hosted}}}
+	c := a.cfg.Committer
+	lg := a.log
+	a.commits.Add(1)
+	go func() {
+		defer a.commits.Done()
+		if err := c.Apply(cmd, 5*time.Second); err != nil {
+			lg.Warn("allocator: initial x^v", "err", err)
+		}
+	}()
+}
+
 // announce sends the serving-cost announcements that changed (all when
 // force) to the children, and the cheapest upstream alternatives to the
 // vertex's scheduler when they changed (or force).
@@ -506,7 +538,11 @@ func (a *Actor) send(ctx actor.Context, outs []Out) {
 	for _, o := range outs {
 		pid := a.peers[o.To]
 		if pid == nil {
-			a.log.Warn("allocator: no peer for vertex", "vertex", o.To)
+			// No live member known at that vertex (yet): the receiver's
+			// slot timeout absorbs a missing control batch, and
+			// announcements are repeated every slot.
+			a.log.Debug("allocator: no peer for vertex", "vertex", o.To)
+			a.cfg.Metrics.NoPeer.Add(1)
 			continue
 		}
 		raw, err := proto.Marshal(o.Batch)

@@ -148,17 +148,24 @@ type execState struct {
 	node    string
 	busy    bool
 	batch   uint64
-	loaded  map[string]bool // nil = unknown: assume every hosted model
-	missing map[string]bool
+	// loaded is the executor's last reported model set (informational:
+	// models load and unload asynchronously as x^v changes, so a report
+	// goes stale; dispatch relies on missing instead).
+	loaded map[string]bool
+	// missing marks models the executor refused as not loaded, with when;
+	// a mark expires after missingRetry so a model loaded since is used.
+	missing map[string]time.Time
 }
+
+// missingRetry is how long a model an executor refused as not loaded is
+// kept off that executor before it is tried again.
+const missingRetry = 250 * time.Millisecond
 
 func (e *execState) key() string { return e.pid.Address + "/" + e.pid.Id }
 
 func (e *execState) canRun(model string) bool {
-	if e.missing[model] {
-		return false
-	}
-	return e.loaded == nil || e.loaded[model]
+	_, miss := e.missing[model]
+	return !miss
 }
 
 type item struct {
@@ -277,7 +284,7 @@ func (c *Core) Handle(now time.Time, msg any) []wire.Out {
 	case *messages.InferRequest:
 		c.request(now, m)
 	case *messages.BatchDone:
-		c.batchDone(m)
+		c.batchDone(now, m)
 	case *Tick:
 		c.tick(now)
 	case *HostedChanged:
@@ -732,7 +739,7 @@ func (c *Core) requeueBatch(id uint64, why string) {
 	c.queues[b.model] = append(nq, q...)
 }
 
-func (c *Core) batchDone(d *messages.BatchDone) {
+func (c *Core) batchDone(now time.Time, d *messages.BatchDone) {
 	b, ok := c.inflight[d.GetBatchId()]
 	if !ok {
 		return
@@ -754,15 +761,22 @@ func (c *Core) batchDone(d *messages.BatchDone) {
 	} else {
 		if strings.Contains(d.Error, gpu.ErrNotLoaded.Error()) {
 			if e.missing == nil {
-				e.missing = map[string]bool{}
+				e.missing = map[string]time.Time{}
 			}
-			e.missing[b.model] = true
+			e.missing[b.model] = now
 		}
 		c.requeueBatch(d.BatchId, d.Error)
 	}
 }
 
 func (c *Core) tick(now time.Time) {
+	for _, e := range c.execList {
+		for m, at := range e.missing {
+			if now.Sub(at) >= missingRetry {
+				delete(e.missing, m)
+			}
+		}
+	}
 	for model, q := range c.queues {
 		keep := q[:0]
 		for _, it := range q {
