@@ -19,6 +19,7 @@ import (
 	"github.com/idn-net/idn/gpu"
 	"github.com/idn-net/idn/messages"
 	"github.com/idn-net/idn/policy/idn"
+	"github.com/idn-net/idn/policy/infida"
 	"github.com/idn-net/idn/policy/sim"
 	"github.com/idn-net/idn/policy/sim/slot"
 )
@@ -35,10 +36,13 @@ type infidaState struct {
 	// metrics survive leadership changes (counters on /metrics).
 	metrics allocator.Metrics
 
-	pid       *actor.PID
-	peers     map[int]string // vertex -> router address given to the allocator
-	lastHost  []string       // x^v last pushed to the allocator and executors
-	fetchedMB atomicFloat
+	pid      *actor.PID
+	peers    map[int]string // vertex -> router address given to the allocator
+	lastHost []string       // x^v last pushed to the allocator and executors
+	// lastServable is the serving set last given to the scheduler,
+	// announced the one last given to the allocator.
+	lastServable, announced []string
+	fetchedMB               atomicFloat
 
 	mu           sync.Mutex // guards the status fields below
 	running      bool
@@ -156,9 +160,6 @@ func (n *Node) syncInfida(isLeader bool, members []gossip.Member, st *messages.V
 			s.fetchedMB.add(n.sizeOfNew(s.lastHost, hosted))
 		}
 		s.lastHost = hosted
-		if s.pid != nil {
-			n.system.Root.Send(s.pid, &allocator.HostedModels{Models: hosted})
-		}
 		select { // keep only the latest x^v for the reconciler
 		case <-s.reconcile:
 		default:
@@ -167,6 +168,10 @@ func (n *Node) syncInfida(isLeader bool, members []gossip.Member, st *messages.V
 	}
 	if s.pid == nil {
 		return
+	}
+	if sv := n.servable(st); !slices.Equal(sv, s.announced) {
+		s.announced = sv
+		n.system.Root.Send(s.pid, &allocator.HostedModels{Models: sv})
 	}
 	// Peers: any live member of each other vertex; its router relays to
 	// the vertex leader's allocator.
@@ -193,6 +198,30 @@ func (n *Node) syncInfida(isLeader bool, members []gossip.Member, st *messages.V
 		}
 		n.system.Root.Send(s.pid, &allocator.Peers{ByVertex: pids})
 	}
+}
+
+// servable returns the models the vertex serves with: in static mode x^v;
+// with INFIDA the models of x^v loaded on at least one of this node's
+// executors (the nodes of a vertex load the same x^v), sorted.
+func (n *Node) servable(st *messages.VertexState) []string {
+	hosted := n.hostedFrom(st)
+	if n.inf == nil {
+		return hosted
+	}
+	loaded := map[string]bool{}
+	for _, e := range n.execs {
+		for _, m := range e.Loaded() {
+			loaded[m] = true
+		}
+	}
+	out := make([]string, 0, len(hosted))
+	for _, m := range hosted {
+		if loaded[m] {
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (n *Node) sizeOfNew(old, cur []string) float64 {
@@ -222,7 +251,8 @@ func (n *Node) startAllocator(st *messages.VertexState) {
 	cfg := allocator.Config{Instance: s.inst, Vertex: s.vertex, Eta: n.cfg.Eta, Timeout: timeout, Y: y,
 		Committer: n.group, CommittedSlot: st.GetSlot(), SlotLength: n.cfg.Slot, Epoch: time.Unix(0, 0),
 		Measure: s.meter.Measure, SampleEvery: n.cfg.Refresh, Rand: sim.NewRand(seed), Metrics: &s.metrics,
-		Log: n.log, Hosted: n.hostedFrom(st), Scheduler: actor.NewPID(n.addrs.Remote, view.SchedulerID),
+		Residual: infida.DefaultConfig().Residual, // GPU memory cannot be exceeded (as the simulator)
+		Log: n.log, Hosted: n.servable(st), Scheduler: actor.NewPID(n.addrs.Remote, view.SchedulerID),
 		OnSlot: func(r allocator.Result) {
 			s.mu.Lock()
 			s.stepped++
@@ -239,7 +269,7 @@ func (n *Node) startAllocator(st *messages.VertexState) {
 		n.log.Error("spawn allocator", "err", err)
 		return
 	}
-	s.pid, s.peers = pid, nil
+	s.pid, s.peers, s.announced = pid, nil, cfg.Hosted
 	s.mu.Lock()
 	s.running, s.restoredSlot, s.restoredY, s.stepped = true, st.GetSlot(), y, 0
 	s.mu.Unlock()
@@ -272,6 +302,7 @@ func (n *Node) reconcileLoop(ctx context.Context) {
 			return
 		case want := <-n.inf.reconcile:
 			n.reconcileExecutors(ctx, want)
+			n.kick() // the serving set follows what is loaded now
 		}
 	}
 }

@@ -715,7 +715,7 @@ func (n *Node) sync() {
 				st = n.group.State()
 			}
 		}
-		n.startScheduler(snap, lc, n.hostedFrom(st))
+		n.startScheduler(snap, lc, n.servable(st))
 		hostedChanged = false
 	}
 	if id == n.cfg.Name && n.scheduler() == nil {
@@ -736,7 +736,15 @@ func (n *Node) sync() {
 		if leaderChanged {
 			n.system.Root.Send(pid, lc)
 		}
-		if hostedChanged {
+		if n.inf != nil {
+			// INFIDA: serve with the models of x^v the executors have
+			// actually loaded (x^v changes every refresh; loads take time
+			// and a model that does not fit is never served).
+			if sv := n.servable(st); !slices.Equal(sv, n.inf.lastServable) {
+				n.inf.lastServable = sv
+				n.system.Root.Send(pid, &scheduler.HostedChanged{Models: sv})
+			}
+		} else if hostedChanged {
 			n.system.Root.Send(pid, &scheduler.HostedChanged{Models: n.hostedFrom(st)})
 		}
 	}
