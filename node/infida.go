@@ -248,11 +248,12 @@ func (n *Node) startAllocator(st *messages.VertexState) {
 		timeout = n.cfg.Slot / 2
 	}
 	seed := uint64(time.Now().UnixNano()) ^ uint64(s.vertex)<<32
+	// DepRound with the budget residual, as the simulator: x^v never
+	// exceeds the GPU memory.
 	cfg := allocator.Config{Instance: s.inst, Vertex: s.vertex, Eta: n.cfg.Eta, Timeout: timeout, Y: y,
 		Committer: n.group, CommittedSlot: st.GetSlot(), SlotLength: n.cfg.Slot, Epoch: time.Unix(0, 0),
 		Measure: s.meter.Measure, SampleEvery: n.cfg.Refresh, Rand: sim.NewRand(seed), Metrics: &s.metrics,
-		Residual: infida.DefaultConfig().Residual, // GPU memory cannot be exceeded (as the simulator)
-		Log: n.log, Hosted: n.servable(st), Scheduler: actor.NewPID(n.addrs.Remote, view.SchedulerID),
+		Residual: infida.DefaultConfig().Residual, Log: n.log, Hosted: n.servable(st), Scheduler: actor.NewPID(n.addrs.Remote, view.SchedulerID),
 		OnSlot: func(r allocator.Result) {
 			s.mu.Lock()
 			s.stepped++

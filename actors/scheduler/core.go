@@ -144,10 +144,10 @@ func (unlimited) Serve(time.Time, string, string, string) {}
 func (unlimited) Remaining(time.Time, string) float64     { return math.Inf(1) }
 
 type execState struct {
-	pid     *actor.PID
-	node    string
-	busy    bool
-	batch   uint64
+	pid   *actor.PID
+	node  string
+	busy  bool
+	batch uint64
 	// loaded is the executor's last reported model set (informational:
 	// models load and unload asynchronously as x^v changes, so a report
 	// goes stale; dispatch relies on missing instead).
