@@ -102,21 +102,43 @@ func TestAllocationConfig(t *testing.T) {
 			t.Fatalf("defaults: allocation %q slot %v refresh %d", c.Allocation, c.Slot, c.Refresh)
 		}
 	}
-	c, err := ParseConfigYAML([]byte("allocation: infida\nslot: 2s\nrefresh: 3\n"), DefaultLocalConfig())
+	c, err := ParseConfigYAML([]byte("allocation: infida\nslot: 2s\nrefresh: 3\neta: 10\nalpha: 3\ntypes_seed: 7\nentries_per_task: 0\ncontrol_timeout: 500ms\n"), DefaultLocalConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Allocation != AllocationInfida || c.Slot != 2*time.Second || c.Refresh != 3 {
-		t.Fatalf("parsed %q %v %d", c.Allocation, c.Slot, c.Refresh)
+	if c.Allocation != AllocationInfida || c.Slot != 2*time.Second || c.Refresh != 3 || c.Eta != 10 || c.Alpha != 3 ||
+		c.TypesSeed != 7 || c.EntriesPerTask != 0 || c.ControlTimeout != 500*time.Millisecond {
+		t.Fatalf("parsed %+v", c)
 	}
 	c.Name, c.Vertex, c.DataDir = "n1", "cloud", t.TempDir()
 	if err := c.Validate(); err != nil {
 		t.Fatalf("infida config: %v", err)
 	}
-	// Not wired into the node yet: New must refuse it, naming the field,
-	// rather than run a static allocation under an infida config.
-	if _, err := New(c); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "allocation:") {
+	n, err := New(c)
+	if err != nil {
 		t.Fatalf("New with infida: %v", err)
+	}
+	if len(n.Hosted()) != 600 {
+		t.Fatalf("infida repository starts with %d models, want its 600 (omega)", len(n.Hosted()))
+	}
+	// x^v is INFIDA's to decide: a static list alongside is refused.
+	c.Hosted = []string{"task-00/yolov4-tiny-288p#0"}
+	if _, err := New(c); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "hosted:") {
+		t.Fatalf("New with infida and hosted: %v", err)
+	}
+	c.Hosted = nil
+	for field, mut := range map[string]func(*Config){
+		"eta:":              func(c *Config) { c.Eta = 0 },
+		"alpha:":            func(c *Config) { c.Alpha = -1 },
+		"entries_per_task:": func(c *Config) { c.EntriesPerTask = -2 },
+		"control_timeout:":  func(c *Config) { c.ControlTimeout = -time.Second },
+		"slot:":             func(c *Config) { c.Slot = 10 * time.Millisecond },
+	} {
+		bad := c
+		mut(&bad)
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: %v", field, err)
+		}
 	}
 	c.Refresh = MaxRefresh + 1
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "refresh:") {
