@@ -325,7 +325,9 @@ func (w *yWatcher) poll(ctx context.Context) {
 	for _, k := range w.pending {
 		var found *reply
 		for i, r := range replies {
-			if r.name != k.node && r.st.Allocation.Running && r.at.After(k.at) {
+			// The new leader, or, at a vertex of one node, the node
+			// itself once restarted (polls reach live nodes only).
+			if (r.name != k.node || len(w.c.vertexNodes(w.vertex)) == 1) && r.st.Allocation.Running && r.at.After(k.at) {
 				found = &replies[i]
 				break
 			}
@@ -377,11 +379,21 @@ func (w *yWatcher) results() []YCheck {
 }
 
 // infidaWatchedVertices lists the vertices whose leader a fault hits and
-// that have other nodes to take over.
+// that have other nodes to take over, and the vertices of one node that a
+// kill or stop takes down and a later restart brings back (the restarted
+// node must resume from the y^v it had committed).
 func infidaWatchedVertices(sc *Scenario) []string {
 	count := map[string]int{}
+	vertexOf := map[string]string{}
 	for _, n := range sc.nodeList {
 		count[n.Vertex]++
+		vertexOf[n.Name] = n.Vertex
+	}
+	restarted := map[string]bool{}
+	for _, f := range sc.Faults {
+		if f.Action == ActionRestart && f.Fault != "" {
+			restarted[f.Fault] = true
+		}
 	}
 	seen := map[string]bool{}
 	var out []string
@@ -391,10 +403,15 @@ func infidaWatchedVertices(sc *Scenario) []string {
 		default:
 			continue
 		}
-		if f.Vertex != "" && count[f.Vertex] > 1 && !seen[f.Vertex] {
-			seen[f.Vertex] = true
-			out = append(out, f.Vertex)
+		v := f.Vertex
+		if v == "" {
+			v = vertexOf[f.Node]
 		}
+		if v == "" || seen[v] || (count[v] <= 1 && !(f.ID != "" && restarted[f.ID])) {
+			continue
+		}
+		seen[v] = true
+		out = append(out, v)
 	}
 	sort.Strings(out)
 	return out

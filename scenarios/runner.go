@@ -500,7 +500,8 @@ func (fr *faultRunner) hit(ctx context.Context, start time.Time, f Fault, name, 
 	if leaderOf != "" && others == 0 {
 		role = fmt.Sprintf(" (the only live node of %s: no failover to measure)", leaderOf)
 	}
-	if leaderOf != "" && others > 0 && fr.onLeaderHit != nil && (how == "SIGKILL" || how == "SIGTERM") {
+	// (a vertex of one node is reported too: its restart must resume)
+	if leaderOf != "" && fr.onLeaderHit != nil && (how == "SIGKILL" || how == "SIGTERM") {
 		fr.onLeaderHit(leaderOf, name, at)
 	}
 	if leaderOf != "" && others > 0 {
